@@ -1,0 +1,56 @@
+"""Rank-side MPI kernels, registered by name; ``python -m vnetbench.kernels KERNEL`` runs one.
+
+A kernel is one module exposing:
+
+- ``DESCRIPTION``: one line for ``--help``;
+- ``MIN_RANKS``: the fewest ranks it runs on;
+- ``add_arguments(parser)``: its options, with their defaults (the one place they live);
+- ``check(params, ranks)``: raises ``UsageError`` naming the option when the values cannot run
+  (called by the launcher before anything starts, and again on the ranks);
+- ``default_timeout(params, ranks)``: seconds after which a run is presumed hung;
+- ``run(comm, params)``: runs on every rank and returns ``(metrics, validation)`` on rank 0,
+  where validation is ``{"passed": bool, "detail": str}``; other ranks may return anything.
+
+Importing this package must not initialise MPI: the launcher imports kernels to parse options.
+"""
+
+import importlib
+
+KERNELS = {
+    "stream": "stream",
+    "halo": "halo",
+    "pingpong": "pingpong",
+    "allreduce": "allreduce",
+}
+
+
+def names() -> list[str]:
+    return list(KERNELS)
+
+
+def get(name: str):
+    """The kernel module registered as ``name``; UsageError for an unknown one."""
+    if name not in KERNELS:
+        from vnetbench.errors import UsageError
+
+        raise UsageError(f"kernel: unknown kernel {name!r}; choose from {', '.join(KERNELS)}")
+    return importlib.import_module(f".{KERNELS[name]}", __name__)
+
+
+def parse_params(name: str, argv: list[str]) -> dict:
+    """Parse kernel options (as typed after the kernel name) into a params dict with defaults."""
+    import argparse
+
+    kernel = get(name)
+    parser = argparse.ArgumentParser(prog=f"vnetbench run {name}", add_help=False)
+    kernel.add_arguments(parser)
+    ns, rest = parser.parse_known_args(argv)
+    if rest:
+        from vnetbench.errors import UsageError
+
+        raise UsageError(f"{rest[0]}: not an option of kernel {name}; see 'vnetbench run {name} --help'")
+    return vars(ns)
+
+
+def defaults(name: str) -> dict:
+    return parse_params(name, [])

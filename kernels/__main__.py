@@ -1,0 +1,130 @@
+"""Rank side: ``python -m vnetbench.kernels KERNEL [options] [--record FILE]`` under any mpirun.
+
+Every rank runs the kernel; rank 0 writes one result record (to FILE, or stdout). An
+unhandled exception on any rank aborts the whole job (MPI_Abort) so that nothing hangs.
+Exit codes: 0 ok, 1 failed or invalid result, 2 bad options (nothing ran).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+from vnetbench import kernels
+from vnetbench.errors import UsageError
+from vnetbench.options import ArgumentParser
+
+
+def _world_rank_from_env() -> int:
+    for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
+
+
+def parse(argv: list[str]):
+    """(kernel module, kernel name, params, options) from the command line; UsageError if bad."""
+    if not argv or argv[0].startswith("-"):
+        raise UsageError(f"kernel: missing; choose from {', '.join(kernels.names())}")
+    name = argv[0]
+    kernel = kernels.get(name)
+    parser = ArgumentParser(prog=f"python -m vnetbench.kernels {name}", description=kernel.DESCRIPTION)
+    kernel.add_arguments(parser)
+    parser.add_argument("--record", metavar="FILE", help="write the result record to FILE (default: stdout)")
+    parser.add_argument("--params", metavar="JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--context", metavar="JSON", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv[1:])
+    params = {key: value for key, value in vars(options).items() if key not in ("record", "params", "context")}
+    if options.params:
+        given = json.loads(options.params)
+        unknown = sorted(set(given) - set(params))
+        if unknown:
+            raise UsageError(f"--params: unknown option {unknown[0]!r} for kernel {name}")
+        params.update(given)
+    context = json.loads(options.context) if options.context else {}
+    return kernel, name, params, options.record, context
+
+
+def write_record(record: dict, path: str | None) -> None:
+    text = json.dumps(record, sort_keys=True)
+    if path is None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
+    # write then rename, so a reader never sees half a record
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write(text + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def run(kernel, name, params, record_path, context) -> int:
+    from mpi4py import MPI
+
+    from vnetbench import environment, records
+    from vnetbench.kernels import placement as where
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    try:
+        kernel.check(params, size)
+    except UsageError as exc:
+        if rank == 0:
+            print(f"vnetbench.kernels: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        placement = comm.gather(where.here(rank), root=0)
+        started_at = records.now()
+        comm.Barrier()
+        start = time.perf_counter()
+        result = kernel.run(comm, params)
+        duration = time.perf_counter() - start
+        code = 0
+        if rank == 0:
+            metrics, validation = result
+            misplaced = where.check_expected(placement, context.get("expected_placement"))
+            if misplaced:
+                validation = {"passed": False, "detail": "placement: " + "; ".join(misplaced),
+                              "kernel": validation}
+            env = environment.collect([p["hostname"] for p in placement], MPI.Get_library_version().strip())
+            record = records.make_record(
+                kernel=name, params=params, ranks=size, metrics=metrics, validation=validation,
+                placement=_merge_placement(placement, context.get("placement_labels")),
+                environment=env, topology=context.get("topology"), run_id=context.get("run_id"),
+                repetition=context.get("repetition", 0), started_at=started_at,
+                duration_s=duration, launch=context.get("launch"),
+            )
+            write_record(record, record_path)
+            code = 0 if record["status"] == "ok" else 1
+        return comm.bcast(code, root=0)
+    except Exception:  # any rank failing must take the whole job down, never hang it
+        sys.stderr.write(f"vnetbench.kernels: rank {rank} failed:\n{traceback.format_exc()}")
+        sys.stderr.flush()
+        comm.Abort(1)
+        return 1
+
+
+def _merge_placement(placement: list[dict], labels: list[dict] | None) -> list[dict]:
+    """Add what the topology says of each rank (vm, switch, ...) beside what the rank saw."""
+    if not labels:
+        return placement
+    return [{**label, **seen} for seen, label in zip(placement, labels)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        kernel, name, params, record_path, context = parse(argv)
+    except UsageError as exc:
+        if _world_rank_from_env() == 0:
+            print(f"vnetbench.kernels: error: {exc}", file=sys.stderr)
+        return 2
+    return run(kernel, name, params, record_path, context)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

