@@ -1,0 +1,56 @@
+"""The ``vnetbench`` command: parses, dispatches to ``vnetbench.commands``, maps errors to exit codes.
+
+Exit codes: 0 ok, 1 a failed, invalid or regressed run, 2 bad input (nothing was started).
+"""
+
+import importlib
+import signal
+import sys
+
+from . import __version__
+from .errors import VnetbenchError
+from .options import ArgumentParser
+
+# command name -> module in vnetbench.commands; each module has register(subparsers)
+COMMANDS = ["run", "sweep", "report", "compare", "topology", "exec", "hosts", "ingest"]
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="vnetbench", description="MPI benchmarks across VMs, virtual switches and hosts.")
+    parser.add_argument("--version", action="version", version=f"vnetbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f".commands.{name}", __package__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.commands.{name}":
+                raise
+            continue  # command not built yet
+        module.register(sub)
+    return parser
+
+
+def _terminated(signum, frame):
+    # unwind like Ctrl-C, so every context manager tears down what it brought up
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and not getattr(args, "takes_extra", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.extra = extra
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
+        return int(args.func(args) or 0)
+    except VnetbenchError as exc:
+        print(f"vnetbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("vnetbench: interrupted", file=sys.stderr)
+        return 130

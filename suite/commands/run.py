@@ -1,0 +1,72 @@
+"""``vnetbench run KERNEL``: one kernel configuration, repeated, stored, shown."""
+
+import argparse
+import json
+import sys
+
+from vnetbench import kernels
+from vnetbench.options import float_range, int_range
+from vnetbench.store import DEFAULT_PATH
+
+MAX_RANKS = 4096
+
+
+def add_common(parser, *, ranks_default=None):
+    parser.add_argument("--topology", default="native", metavar="NAME|FILE",
+                        help="preset name or topology YAML (default native: this host, no VMs)")
+    parser.add_argument("--repeat", type=int_range(1, 1000), default=1, metavar="R",
+                        help="repetitions, each stored as its own record (default 1)")
+    parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH",
+                        help=f"results store, JSON Lines (default {DEFAULT_PATH})")
+    parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
+                        help="seconds before a run is killed and recorded as 'timeout' (default: per kernel)")
+    parser.add_argument("--bind", choices=["core", "none"],
+                        help="bind each rank to a core (default when ranks fit the cores) or not")
+
+
+def register(sub):
+    parser = sub.add_parser("run", help="run one kernel on a topology", description=__doc__.strip("`"),
+                            add_help=False)
+    parser.add_argument("kernel", metavar="KERNEL", help=f"one of: {', '.join(kernels.names())}")
+    parser.add_argument("--ranks", type=int_range(1, MAX_RANKS), default=2, metavar="N",
+                        help="MPI ranks (default 2)")
+    add_common(parser)
+    parser.add_argument("--json", action="store_true", help="print the records as JSON Lines on stdout")
+    parser.add_argument("-h", "--help", action="store_true", help="show help (with KERNEL: its options)")
+    parser.set_defaults(func=handle, parser=parser, takes_extra=True)
+
+
+def parse_kernel_options(args, parser) -> dict:
+    if args.help:
+        print_help(parser, args.kernel)
+        raise SystemExit(0)
+    return kernels.parse_params(args.kernel, args.extra)
+
+
+def print_help(parser, kernel):
+    parser.print_help()
+    if kernel in kernels.names():
+        sub = argparse.ArgumentParser(prog=f"vnetbench run {kernel}", add_help=False,
+                                      description=kernels.get(kernel).DESCRIPTION)
+        kernels.get(kernel).add_arguments(sub)
+        print(f"\noptions of kernel {kernel}:")
+        print(sub.format_help().split("\n", 2)[-1])
+
+
+def handle(args) -> int:
+    from vnetbench import report, runner
+
+    params = parse_kernel_options(args, args.parser)
+    shown = []
+
+    def show(record):
+        shown.append(record)
+        if args.json:
+            print(json.dumps(record, sort_keys=True), flush=True)
+
+    records = runner.run_kernel(args.kernel, params, args.ranks, topology=args.topology, repeat=args.repeat,
+                                store=args.store, timeout=args.timeout, bind=args.bind, on_record=show)
+    if not args.json:
+        print(report.render_records(records, "table"))
+    print(f"vnetbench: {len(records)} record(s) appended to {args.store}", file=sys.stderr)
+    return 0 if all(record["status"] == "ok" for record in records) else 1

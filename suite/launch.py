@@ -1,0 +1,92 @@
+"""Starting one MPI job: the argv for mpirun, and running it with a timeout that kills the whole tree."""
+
+import collections
+import json
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from . import mpi, procs
+from .records import SCHEMA_VERSION
+
+
+def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
+    """The rank-side command; rank 0 prints its record as one JSON line on stdout."""
+    return [sys.executable, "-m", "vnetbench.kernels", kernel,
+            "--params", json.dumps(params, sort_keys=True), "--context", json.dumps(context, sort_keys=True)]
+
+
+def mpirun_argv(mpirun_args: list[str], program: list[str]) -> list[str]:
+    return [str(mpi.mpirun()), *mpirun_args, *program]
+
+
+@dataclass
+class Outcome:
+    returncode: int | None
+    timed_out: bool = False
+    records: list[dict] = field(default_factory=list)
+    stderr_tail: list[str] = field(default_factory=list)
+
+    def tail(self, lines: int = 8) -> str:
+        return " | ".join(line.strip() for line in self.stderr_tail[-lines:] if line.strip())
+
+
+def _is_record(line: str):
+    if not line.startswith("{"):
+        return None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(value, dict) and value.get("schema_version") == SCHEMA_VERSION and "kernel" in value:
+        return value
+    return None
+
+
+def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=None, echo_stderr=True,
+            collect_records=True) -> Outcome:
+    """Run mpirun in a session of its own; on timeout, interrupt or any exit kill whatever is left of it.
+
+    stdout lines that are records are collected; other stdout goes to ``passthrough`` (default
+    stderr, so that vnetbench's own stdout stays machine-readable). stderr is echoed to
+    stderr and its tail kept for the failure record.
+    """
+    passthrough = passthrough or sys.stderr
+    outcome = Outcome(returncode=None)
+    tail = collections.deque(maxlen=60)
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+
+    def read_stdout():
+        for line in proc.stdout:
+            record = _is_record(line) if collect_records else None
+            if record is not None:
+                outcome.records.append(record)
+            else:
+                passthrough.write(line)
+                passthrough.flush()
+
+    def read_stderr():
+        for line in proc.stderr:
+            tail.append(line)
+            if echo_stderr:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    readers = [threading.Thread(target=read_stdout, daemon=True), threading.Thread(target=read_stderr, daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        outcome.returncode = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        outcome.timed_out = True
+    finally:
+        # ranks outlive a dead mpirun in their own process groups; the session finds them all
+        procs.kill_session(proc.pid)
+        if outcome.returncode is None:
+            outcome.returncode = proc.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+        outcome.stderr_tail = list(tail)
+    return outcome

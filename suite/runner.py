@@ -1,0 +1,95 @@
+"""Running one kernel configuration on a topology, repetition by repetition, into the store."""
+
+import shlex
+import sys
+from collections.abc import Callable
+
+from . import kernels, launch, mpi, topologies
+from .errors import UsageError
+from .records import failure_record, new_run_id, now
+from .store import Store
+
+
+def prepare(kernel: str, params: dict | None, ranks: int) -> tuple[object, dict]:
+    """The kernel module and its complete params; UsageError if they cannot run on ``ranks``."""
+    module = kernels.get(kernel)
+    full = {**kernels.defaults(kernel), **(params or {})}
+    unknown = sorted(set(full) - set(kernels.defaults(kernel)))
+    if unknown:
+        raise UsageError(f"{unknown[0]}: not an option of kernel {kernel}")
+    if ranks < module.MIN_RANKS:
+        raise UsageError(f"--ranks: {kernel} needs at least {module.MIN_RANKS} ranks, got {ranks}")
+    module.check(full, ranks)
+    return module, full
+
+
+def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topology="native", repeat: int = 1,
+               store: Store | str | None = None, timeout: float | None = None, bind: str | None = None,
+               realised=None, on_record: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run ``kernel`` ``repeat`` times on ``ranks`` ranks; append each record to ``store``; return them.
+
+    ``topology`` is a preset name, a YAML path or a loaded Topology; pass ``realised`` to reuse a
+    topology that is already up (a sweep does). A failed or timed-out repetition is recorded,
+    not raised; bad input raises UsageError before anything starts.
+    """
+    module, params = prepare(kernel, params, ranks)
+    if repeat < 1:
+        raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
+    if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
+        store = Store(store)
+    if store is not None:
+        store.check_writable()
+    timeout = timeout or module.default_timeout(params, ranks)
+    mpi.mpirun()  # fail before bring-up when there is no MPI
+    if realised is not None:
+        return _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record)
+    topo = topologies.load(topology) if isinstance(topology, str) else topology
+    with topologies.realise(topo) as up:
+        return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record)
+
+
+def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record) -> list[dict]:
+    spec = realised.launch(ranks, bind)
+    out = []
+    for repetition in range(repeat):
+        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout)
+        if store is not None:
+            store.append(record)
+        if on_record:
+            on_record(record)
+        out.append(record)
+    return out
+
+
+def run_once(realised, spec, kernel, params, ranks, repetition, timeout) -> dict:
+    run_id, started_at = new_run_id(), now()
+    launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout}
+    context = {
+        "run_id": run_id,
+        "repetition": repetition,
+        "topology": realised.describe(),
+        "expected_placement": spec.expected_placement,
+        "placement_labels": spec.placement_labels,
+        "launch": launch_info,
+    }
+    argv = launch.mpirun_argv(spec.mpirun_args, launch.kernel_program(kernel, params, context))
+    launch_info["command"] = shlex.join("{...}" if arg.startswith("{") else arg for arg in argv)
+    print(f"vnetbench: {kernel} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
+    outcome = launch.execute(argv, mpi.run_env(spec.env), timeout)
+    common = dict(kernel=kernel, params=params, ranks=ranks, topology=realised.describe(), run_id=run_id,
+                  repetition=repetition, started_at=started_at, launch=launch_info)
+    if outcome.timed_out:
+        return failure_record(status="timeout", detail=f"no result after {timeout:g} s; the job was killed "
+                              f"with its whole process tree; last stderr: {outcome.tail()}", **common)
+    if not outcome.records:
+        return failure_record(status="failed", detail=f"mpirun exited with {outcome.returncode} and no "
+                              f"result record; last stderr: {outcome.tail()}", **common)
+    record = outcome.records[-1]
+    record["launch"] = launch_info
+    if outcome.returncode not in (0, 1) and record["status"] == "ok":
+        # rank 0 wrote its result, then something else died: the run as a whole did not succeed
+        record["status"] = "failed"
+        record["validation"] = {"passed": False, "detail": f"mpirun exited with {outcome.returncode} after "
+                                f"the result was written; last stderr: {outcome.tail()}",
+                                "kernel": record["validation"]}
+    return record
