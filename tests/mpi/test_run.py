@@ -1,0 +1,138 @@
+"""`vnetbench run` with the real mpirun and real ranks: records, oversubscription, timeouts, crashes, direct launch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import json_lines, mpi_env, mpirun_path, requires_mpi, vnetbench
+
+pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(180)]
+
+TINY_PINGPONG = ["--max-size", "1024", "--iterations", "50", "--large-iterations", "10", "--bw-iterations", "5",
+                 "--validate"]
+TINY_ALLREDUCE = ["--max-size", "4096", "--iterations", "20", "--large-iterations", "5"]
+
+
+def pids_with(marker: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return [int(pid) for pid in out.split() if int(pid) != os.getpid()]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_pingpong_records_real_latency_and_bandwidth(store, ranks):
+    proc = vnetbench("run", "pingpong", "--ranks", ranks, "--json", "--store", store, *TINY_PINGPONG, check=0)
+    (record,) = json_lines(proc.stdout)
+    assert record["status"] == "ok" and record["validation"]["passed"]
+    assert "payloads checked" in record["validation"]["detail"]
+    sizes = record["metrics"]["sizes"]
+    assert [s["bytes"] for s in sizes] == [2 ** i for i in range(11)]
+    for row in sizes:
+        assert 0 < row["latency_min_us"] <= row["latency_p50_us"] <= row["latency_p99_us"] <= row["latency_max_us"]
+        assert row["bandwidth_mbps"] > 0
+    assert record["metrics"]["pair"] == [0, ranks - 1]
+    assert [p["rank"] for p in record["placement"]] == list(range(ranks))
+    assert all(p["cpus"] for p in record["placement"])
+    # the store holds exactly what was printed
+    assert [json.loads(line)["run_id"] for line in store.read_text().splitlines()] == [record["run_id"]]
+
+
+def test_oversubscription_is_recorded_with_yield(store):
+    cores = len(os.sched_getaffinity(0))
+    ranks = cores * 2
+    proc = vnetbench("run", "allreduce", "--ranks", ranks, "--json", "--store", store, *TINY_ALLREDUCE, check=0)
+    (record,) = json_lines(proc.stdout)
+    assert record["launch"]["notes"]["oversubscribed"] is True
+    assert record["launch"]["mca"] == {"mpi_yield_when_idle": "1"}
+    assert "--map-by :OVERSUBSCRIBE" in record["launch"]["command"]
+    assert all(row["min_us"] <= row["avg_us"] <= row["max_us"] for row in record["metrics"]["sizes"])
+
+
+def test_bound_ranks_run_on_distinct_cores(store):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 cpus")
+    proc = vnetbench("run", "allreduce", "--ranks", 2, "--json", "--store", store, *TINY_ALLREDUCE, check=0)
+    (record,) = json_lines(proc.stdout)
+    cpus = [tuple(p["cpus"]) for p in record["placement"]]
+    assert all(len(c) == 1 for c in cpus) and len(set(cpus)) == 2
+    assert record["launch"]["notes"]["bind"] == "core"
+
+
+def test_single_rank_allreduce_and_repeats(store):
+    proc = vnetbench("run", "allreduce", "--ranks", 1, "--repeat", 3, "--json", "--store", store, *TINY_ALLREDUCE,
+                     check=0)
+    records = json_lines(proc.stdout)
+    assert [r["repetition"] for r in records] == [0, 1, 2]
+    assert len({r["run_id"] for r in records}) == 3
+    env = records[0]["environment"]
+    assert env["versions"]["open_mpi"].startswith("5.")
+    for key in ("mpi4py", "numpy", "python", "vnetbench"):
+        assert env["versions"][key]
+    assert env["cores"] >= 1 and env["cpu_model"] and env["hostnames"]
+
+
+def test_timeout_kills_the_whole_job_and_is_recorded(store):
+    marker = "9999973"  # an iteration count no other run uses, to find this job's processes
+    start = time.monotonic()
+    proc = vnetbench("run", "pingpong", "--ranks", 2, "--iterations", marker, "--max-size", "8", "--timeout", "4",
+                     "--json", "--store", store)
+    assert proc.returncode == 1
+    assert time.monotonic() - start < 30
+    (record,) = json_lines(proc.stdout)
+    assert record["status"] == "timeout"
+    assert "killed" in record["validation"]["detail"]
+    assert pids_with(marker) == []
+    assert json.loads(store.read_text())["status"] == "timeout"
+
+
+def test_a_rank_killed_mid_run_fails_the_run_quickly(store):
+    marker = "9999971"
+    job = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--iterations", marker,
+                            "--max-size", "8", "--timeout", "120", "--json", "--store", str(store)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        ranks = []
+        while time.monotonic() < deadline and len(ranks) < 2:
+            ranks = [pid for pid in pids_with(marker) if b"vnetbench.kernels" in open(f"/proc/{pid}/cmdline", "rb").read()
+                     and b"prterun" not in open(f"/proc/{pid}/cmdline", "rb").read()]
+            time.sleep(0.2)
+        assert len(ranks) >= 2, "ranks did not start"
+        time.sleep(0.5)
+        killed_at = time.monotonic()
+        os.kill(max(ranks), signal.SIGKILL)
+        out, err = job.communicate(timeout=60)
+        assert time.monotonic() - killed_at < 20
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 1
+    (record,) = json_lines(out)
+    assert record["status"] == "failed"
+    assert pids_with(marker) == []
+
+
+def test_direct_launch_record_then_ingest_and_report(tmp_path, store):
+    record_file = tmp_path / "direct.json"
+    subprocess.run([mpirun_path(), "-n", "2", sys.executable, "-m", "vnetbench.kernels", "allreduce", *TINY_ALLREDUCE,
+                    "--record", str(record_file)], env=mpi_env(), check=True, timeout=120, capture_output=True)
+    record = json.loads(record_file.read_text())
+    assert record["status"] == "ok" and record["ranks"] == 2 and len(record["placement"]) == 2
+    assert record["topology"]["name"] == "direct"
+    vnetbench("ingest", record_file, "--store", store, check=0)
+    again = vnetbench("ingest", record_file, "--store", store, check=0)
+    assert "already in" in again.stderr
+    assert len(store.read_text().splitlines()) == 1
+    shown = vnetbench("report", "--store", store, "--format", "csv", check=0)
+    assert "allreduce,direct,2,1,ok" in shown.stdout
+
+
+def test_direct_launch_with_bad_option_exits_2_on_every_rank(tmp_path):
+    proc = subprocess.run([mpirun_path(), "-n", "2", sys.executable, "-m", "vnetbench.kernels", "pingpong",
+                           "--max-size", "3"], env=mpi_env(), timeout=60, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("--max-size: 3 is not allowed") == 1  # rank 0 speaks for all

@@ -1,0 +1,51 @@
+"""Bad input to the real CLI: one line naming the option, exit 2, nothing launched or written."""
+
+import pytest
+
+from conftest import vnetbench
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["run", "nbody"], "kernel: unknown kernel 'nbody'"),
+    (["run", "pingpong", "--ranks", "1"], "--ranks: pingpong needs at least 2 ranks"),
+    (["run", "allreduce", "--ranks", "0"], "argument --ranks: 0 is out of range"),
+    (["run", "allreduce", "--ranks", "two"], "argument --ranks: 'two' is not a whole number"),
+    (["run", "allreduce", "--ranks", "100000"], "argument --ranks: 100000 is out of range; allowed: 1 to 4096"),
+    (["run", "allreduce", "--repeat", "-1"], "argument --repeat"),
+    (["run", "allreduce", "--timeout", "0"], "argument --timeout"),
+    (["run", "pingpong", "--max-size", "3"], "--max-size: 3 is not allowed"),
+    (["run", "allreduce", "--store", "/proc/no/such/store.jsonl"], "--store: cannot create"),
+    (["run", "allreduce", "--bogus"], "--bogus: not an option of kernel allreduce"),
+    (["run", "allreduce", "--topology", "no-such-topology"], "--topology"),
+    (["report", "--store", "/nonexistent/results.jsonl"], "--store: /nonexistent/results.jsonl does not exist"),
+    (["ingest", "/nonexistent/record.json"], "FILE: /nonexistent/record.json does not exist"),
+    (["report", "--format", "xml"], "argument --format: invalid choice"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, args, phrase):
+    if "--store" not in args and args[0] == "run":
+        args = [*args, "--store", str(tmp_path / "s.jsonl")]
+    proc = vnetbench(*args, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr  # the error alone: no run was announced, so none started
+    assert phrase in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "s.jsonl").exists()
+    assert not (tmp_path / "vnetbench-results").exists()
+
+
+def test_ingest_refuses_a_non_record_naming_file_and_line(tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_text('{"kernel": "halo"}\n')
+    proc = vnetbench("ingest", bad, "--store", tmp_path / "s.jsonl")
+    assert proc.returncode == 2
+    assert f"{bad}:1: not a vnetbench record" in proc.stderr
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_help_lists_commands_and_kernel_options():
+    top = vnetbench("--help", check=0)
+    for command in ("run", "report", "ingest"):
+        assert command in top.stdout
+    run_help = vnetbench("run", "pingpong", "--help", check=0)
+    assert "--max-size" in run_help.stdout and "--ranks" in run_help.stdout

@@ -1,0 +1,78 @@
+"""The planned mpirun argv for the native topology, and kernel option parsing. No MPI is started."""
+
+import json
+
+import pytest
+
+from vnetbench import kernels, launch, mpi
+from vnetbench.errors import UsageError
+from vnetbench.topologies.local import LocalRealised, binding
+from vnetbench.topologies.spec import load_topology
+
+
+def test_ranks_that_fit_are_bound_to_cores():
+    args, mca, notes = binding(2, 2, None)
+    assert args == ["--bind-to", "core"]
+    assert mca == {}
+    assert notes["oversubscribed"] is False
+
+
+def test_oversubscription_unbinds_and_yields():
+    args, mca, notes = binding(4, 2, None)
+    assert args == ["--bind-to", "none", "--map-by", ":OVERSUBSCRIBE"]
+    assert mca == {"mpi_yield_when_idle": "1"}
+    assert notes["oversubscribed"] is True and "yield" in notes["yield_when_idle"]
+
+
+def test_core_binding_beyond_cores_is_refused():
+    with pytest.raises(UsageError, match="--bind: core binding needs ranks <= cores"):
+        binding(4, 2, "core")
+
+
+def test_native_launch_argv_is_an_argv_list():
+    realised = LocalRealised(load_topology("native"))
+    spec = realised.launch(8)
+    program = launch.kernel_program("halo", {"steps": 3}, {"run_id": "x"})
+    argv = launch.mpirun_argv(spec.mpirun_args, program)
+    assert argv[0] == str(mpi.mpirun())
+    assert argv[1:3] == ["-n", "8"]
+    assert ["--mca", "mpi_yield_when_idle", "1"] == argv[argv.index("--mca"):argv.index("--mca") + 3]
+    assert argv[argv.index("-m") + 1:argv.index("-m") + 3] == ["vnetbench.kernels", "halo"]
+    assert json.loads(argv[argv.index("--params") + 1]) == {"steps": 3}
+
+
+def test_too_many_ranks_for_one_host_is_refused():
+    with pytest.raises(UsageError, match="--ranks: 5000 is beyond"):
+        LocalRealised(load_topology("native")).launch(5000)
+
+
+def test_kernel_options_parse_with_defaults():
+    params = kernels.parse_params("pingpong", ["--max-size", "1024", "--validate"])
+    assert params["max_size"] == 1024 and params["validate"] is True
+    assert params["window"] == 64
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["--max-size", "1000"], "--max-size: 1000 is not allowed; use a power of two"),
+    (["--min-size", "64", "--max-size", "8"], "--min-size: 64 is larger than --max-size 8"),
+    (["--window", "0"], "argument --window: 0 is out of range; allowed: 1 to 4096"),
+    (["--iterations", "lots"], "argument --iterations: 'lots' is not a whole number"),
+    (["--frobnicate"], "--frobnicate: not an option of kernel pingpong"),
+])
+def test_bad_kernel_options_name_the_option(argv, phrase):
+    with pytest.raises(UsageError) as info:
+        params = kernels.parse_params("pingpong", argv)
+        kernels.get("pingpong").check(params, 2)
+    assert phrase in str(info.value)
+
+
+def test_unknown_kernel_lists_the_known_ones():
+    with pytest.raises(UsageError, match="kernel: unknown kernel 'nbody'; choose from stream, halo, pingpong, allreduce"):
+        kernels.get("nbody")
+
+
+def test_record_lines_are_recognised_and_other_output_is_not():
+    assert launch._is_record('{"schema_version": 1, "kernel": "halo"}') == {"schema_version": 1, "kernel": "halo"}
+    assert launch._is_record('{"schema_version": 99, "kernel": "halo"}') is None
+    assert launch._is_record("hello {") is None
+    assert launch._is_record("{not json") is None
