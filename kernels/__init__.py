@@ -54,3 +54,18 @@ def parse_params(name: str, argv: list[str]) -> dict:
 
 def defaults(name: str) -> dict:
     return parse_params(name, [])
+
+
+# how every rank runs, whatever the kernel: set on `vnetbench run` or on a direct launch
+RANK_OPTIONS = ("mem_policy", "allow_single_node", "counters")
+
+
+def add_rank_options(parser) -> None:
+    parser.add_argument("--mem-policy", choices=["local", "remote", "interleave"],
+                        help="each rank's memory: on its cpus' NUMA node (local, the default), on another "
+                             "node (remote), or interleaved over all nodes")
+    parser.add_argument("--allow-single-node", action="store_true",
+                        help="run remote/interleave on a one-node machine anyway (recorded as single-node)")
+    parser.add_argument("--counters", action="store_true",
+                        help="record perf counters per rank (cycles, instructions, LLC and node misses "
+                             "where readable; the reason where not)")

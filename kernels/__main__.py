@@ -33,10 +33,13 @@ def parse(argv: list[str]):
     parser = ArgumentParser(prog=f"python -m vnetbench.kernels {name}", description=kernel.DESCRIPTION)
     kernel.add_arguments(parser)
     parser.add_argument("--record", metavar="FILE", help="write the result record to FILE (default: stdout)")
+    kernels.add_rank_options(parser)
     parser.add_argument("--params", metavar="JSON", help=argparse.SUPPRESS)
     parser.add_argument("--context", metavar="JSON", help=argparse.SUPPRESS)
     options = parser.parse_args(argv[1:])
-    params = {key: value for key, value in vars(options).items() if key not in ("record", "params", "context")}
+    rank_options = {key: getattr(options, key) for key in kernels.RANK_OPTIONS}
+    params = {key: value for key, value in vars(options).items()
+              if key not in ("record", "params", "context", *kernels.RANK_OPTIONS)}
     if options.params:
         given = json.loads(options.params)
         unknown = sorted(set(given) - set(params))
@@ -44,6 +47,12 @@ def parse(argv: list[str]):
             raise UsageError(f"--params: unknown option {unknown[0]!r} for kernel {name}")
         params.update(given)
     context = json.loads(options.context) if options.context else {}
+    for key, value in rank_options.items():  # options typed on a direct launch
+        if value:
+            context.setdefault(key, value)
+    from vnetbench.kernels import numa
+
+    numa.check_policy(context.get("mem_policy"), bool(context.get("allow_single_node")))
     return kernel, name, params, options.record, context
 
 
@@ -77,12 +86,33 @@ def run(kernel, name, params, record_path, context) -> int:
             print(f"vnetbench.kernels: error: {exc}", file=sys.stderr)
         return 2
     try:
-        placement = comm.gather(where.here(rank), root=0)
+        labels = context.get("placement_labels") or []
+        mine = where.here(rank)
+        policy = (labels[rank].get("memory_policy") if rank < len(labels) else None) or context.get("mem_policy")
+        if policy:
+            from vnetbench.kernels import numa
+
+            mine["memory"] = numa.apply(policy, mine["cpus"])
+        probes = None
+        if context.get("counters"):
+            from vnetbench.kernels.counters import Counters
+
+            probes = Counters()
         started_at = records.now()
         comm.Barrier()
         start = time.perf_counter()
+        if probes:
+            probes.start()
         result = kernel.run(comm, params)
+        if probes:
+            probes.stop()
+            mine["counters"] = probes.result()
         duration = time.perf_counter() - start
+        if policy:
+            from vnetbench.kernels import numa
+
+            mine["memory"]["pages_per_node"] = numa.pages_per_node()
+        placement = comm.gather(mine, root=0)
         code = 0
         if rank == 0:
             metrics, validation = result
@@ -96,6 +126,7 @@ def run(kernel, name, params, record_path, context) -> int:
                 placement=_merge_placement(placement, context.get("placement_labels")),
                 environment=env, topology=context.get("topology"), run_id=context.get("run_id"),
                 repetition=context.get("repetition", 0), started_at=started_at,
+                run_options={key: context.get(key) for key in kernels.RANK_OPTIONS if context.get(key)},
                 duration_s=duration, launch=context.get("launch"),
             )
             write_record(record, record_path)

@@ -25,14 +25,17 @@ def prepare(kernel: str, params: dict | None, ranks: int) -> tuple[object, dict]
 
 def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topology="native", repeat: int = 1,
                store: Store | str | None = None, timeout: float | None = None, bind: str | None = None,
-               realised=None, on_record: Callable[[dict], None] | None = None) -> list[dict]:
+               realised=None, on_record: Callable[[dict], None] | None = None,
+               rank_options: dict | None = None) -> list[dict]:
     """Run ``kernel`` ``repeat`` times on ``ranks`` ranks; append each record to ``store``; return them.
 
     ``topology`` is a preset name, a YAML path or a loaded Topology; pass ``realised`` to reuse a
     topology that is already up (a sweep does). A failed or timed-out repetition is recorded,
-    not raised; bad input raises UsageError before anything starts.
+    not raised; bad input raises UsageError before anything starts. ``rank_options`` holds
+    mem_policy, allow_single_node and counters (see ``vnetbench.kernels.RANK_OPTIONS``).
     """
     module, params = prepare(kernel, params, ranks)
+    rank_options = check_rank_options(rank_options)
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"):
@@ -42,17 +45,28 @@ def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topol
     timeout = timeout or module.default_timeout(params, ranks)
     mpi.mpirun()  # fail before bring-up when there is no MPI
     if realised is not None:
-        return _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record)
+        return _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
     with topologies.realise(topo) as up:
-        return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record)
+        return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options)
 
 
-def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record) -> list[dict]:
+def check_rank_options(rank_options: dict | None) -> dict:
+    from .kernels import RANK_OPTIONS, numa
+
+    options = {key: value for key, value in (rank_options or {}).items() if value}
+    unknown = sorted(set(options) - set(RANK_OPTIONS))
+    if unknown:
+        raise UsageError(f"{unknown[0]}: not a rank option; allowed: {', '.join(RANK_OPTIONS)}")
+    numa.check_policy(options.get("mem_policy"), bool(options.get("allow_single_node")))
+    return options
+
+
+def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options) -> list[dict]:
     spec = realised.launch(ranks, bind)
     out = []
     for repetition in range(repeat):
-        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout)
+        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options)
         if store is not None:
             store.append(record)
         if on_record:
@@ -61,7 +75,7 @@ def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_re
     return out
 
 
-def run_once(realised, spec, kernel, params, ranks, repetition, timeout) -> dict:
+def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options=None) -> dict:
     run_id, started_at = new_run_id(), now()
     launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout}
     context = {
@@ -71,13 +85,14 @@ def run_once(realised, spec, kernel, params, ranks, repetition, timeout) -> dict
         "expected_placement": spec.expected_placement,
         "placement_labels": spec.placement_labels,
         "launch": launch_info,
+        **(rank_options or {}),
     }
     argv = launch.mpirun_argv(spec.mpirun_args, launch.kernel_program(kernel, params, context))
     launch_info["command"] = shlex.join("{...}" if arg.startswith("{") else arg for arg in argv)
     print(f"vnetbench: {kernel} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
     outcome = launch.execute(argv, mpi.run_env(spec.env), timeout)
     common = dict(kernel=kernel, params=params, ranks=ranks, topology=realised.describe(), run_id=run_id,
-                  repetition=repetition, started_at=started_at, launch=launch_info)
+                  repetition=repetition, started_at=started_at, launch=launch_info, run_options=rank_options or {})
     if outcome.timed_out:
         return failure_record(status="timeout", detail=f"no result after {timeout:g} s; the job was killed "
                               f"with its whole process tree; last stderr: {outcome.tail()}", **common)

@@ -22,6 +22,7 @@ def add_common(parser, *, ranks_default=None):
                         help="seconds before a run is killed and recorded as 'timeout' (default: per kernel)")
     parser.add_argument("--bind", choices=["core", "none"],
                         help="bind each rank to a core (default when ranks fit the cores) or not")
+    kernels.add_rank_options(parser)
 
 
 def register(sub):
@@ -53,6 +54,10 @@ def print_help(parser, kernel):
         print(sub.format_help().split("\n", 2)[-1])
 
 
+def rank_options(args) -> dict:
+    return {key: getattr(args, key) for key in kernels.RANK_OPTIONS if getattr(args, key)}
+
+
 def handle(args) -> int:
     from vnetbench import report, runner
 
@@ -65,7 +70,8 @@ def handle(args) -> int:
             print(json.dumps(record, sort_keys=True), flush=True)
 
     records = runner.run_kernel(args.kernel, params, args.ranks, topology=args.topology, repeat=args.repeat,
-                                store=args.store, timeout=args.timeout, bind=args.bind, on_record=show)
+                                store=args.store, timeout=args.timeout, bind=args.bind, on_record=show,
+                                rank_options=rank_options(args))
     if not args.json:
         print(report.render_records(records, "table"))
     print(f"vnetbench: {len(records)} record(s) appended to {args.store}", file=sys.stderr)
