@@ -1,27 +1,52 @@
 """Topologies: specs (presets or YAML), validated, and the backends that realise them.
 
-- ``load(ref)``: a preset name or a YAML file -> a frozen, validated ``Topology``;
+- ``load(ref)``: a preset name or a YAML file -> a frozen, validated ``Topology``
+  (``SpecError`` naming the file, line and field when it does not validate);
 - ``realise(topology)``: bring it up (or attach to it if it is up) -> a ``Realised`` context
-  manager whose ``launch(ranks)`` says how mpirun reaches each rank.
+  manager whose ``launch(ranks)`` says how mpirun reaches each rank; leaving the context
+  tears down what it brought up, and nothing else;
+- ``PRESETS``: the study's six configurations by name.
+
+The spec model (pydantic) is imported on first use: the launch agent imports this package
+once per VM and per run, and must start fast.
 """
 
 from .base import LaunchSpec, Realised
-from .spec import Topology, load_topology
 
 BACKENDS = {
     "local": "local:LocalRealised",
+    "netns": "netns:NetnsRealised",
 }
 
 
-def load(ref: str) -> Topology:
-    return load_topology(ref)
+def load(ref: str, what: str = "--topology"):
+    from .spec import load_topology
+
+    return load_topology(ref, what=what)
 
 
-def realise(topology: Topology) -> Realised:
+def realise(topology) -> Realised:
     import importlib
 
+    from vnetbench.errors import UsageError
+
+    if topology.backend not in BACKENDS:
+        raise UsageError(f"topology {topology.name!r}: backend {topology.backend!r} is not available in this "
+                         f"vnetbench; available: {', '.join(BACKENDS)}")
     module, cls = BACKENDS[topology.backend].split(":")
     return getattr(importlib.import_module(f".{module}", __name__), cls)(topology)
 
 
-__all__ = ["LaunchSpec", "Realised", "Topology", "load", "realise"]
+def __getattr__(name):
+    if name == "Topology":
+        from .spec import Topology
+
+        return Topology
+    if name == "PRESETS":
+        from .presets import PRESETS
+
+        return PRESETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["BACKENDS", "LaunchSpec", "PRESETS", "Realised", "Topology", "load", "realise"]

@@ -1,20 +1,464 @@
-"""Topology specs. (Placeholder until the topology issue: only the built-in 'native'.)"""
+"""Topology specs: the frozen, validated model, and the loader for presets and YAML files.
 
-from dataclasses import dataclass
+A topology names hosts, VMs (vCPUs, memory, NUMA policy, switch), switches (with an optional
+uplink to the physical switch at a rate), how ranks are placed on VMs, and a subnet. Every
+error names the file, the line and the field: ``FILE:LINE: vms[1].vcpus: what was expected``.
+"""
 
-from vnetbench.errors import UsageError
+import hashlib
+import ipaddress
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, PrivateAttr, ValidationError, \
+    model_validator
+
+from vnetbench.errors import SpecError, UsageError
+
+from . import units
+from .host import HostFacts, format_cpulist
+
+BACKENDS = ("local", "netns", "hosts")
+PLACEMENTS = ("block", "round-robin")
+NUMA_POLICIES = ("packed", "spread")
+MAX_VMS = 250
+MAX_SWITCHES = 250
+MAX_SPEC_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class Topology:
-    name: str
-    backend: str = "local"
+def _count(low: int, high: int):
+    def check(value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected a whole number from {low} to {high}, got {units._shown(value)}")
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range; allowed: {low} to {high}")
+        return value
+    return check
+
+
+def _numa(value):
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or isinstance(value, str) \
+            and value not in NUMA_POLICIES:
+        raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units._shown(value)}")
+    if isinstance(value, int) and not 0 <= value < 1024:
+        raise ValueError(f"node {value} is out of range; allowed: 0 to 1023")
+    return value
+
+
+def _choice(options):
+    def check(value):
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(map(str, options))}, got {units._shown(value)}")
+        return value
+    return check
+
+
+def _subnet(value):
+    if not isinstance(value, str):
+        raise ValueError(f"expected an IPv4 network such as 10.213.7.0/24, got {units._shown(value)}")
+    try:
+        net = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an IPv4 network such as 10.213.7.0/24 ({exc})") from None
+    if not 8 <= net.prefixlen <= 29:
+        raise ValueError(f"/{net.prefixlen} is out of range; allowed: /8 to /29")
+    return net
+
+
+def _address(value):
+    # the hosts backend reaches a host by this; it must never be more than a name or an address
+    if not isinstance(value, str) or not value or len(value) > 253 or \
+            not all(c.isalnum() or c in ".-:" for c in value) or value.startswith("-"):
+        raise ValueError(f"expected a host name or IP address, got {units._shown(value)}")
+    return value
+
+
+def _text(value):
+    if not isinstance(value, str) or len(value) > 500:
+        raise ValueError("expected text of at most 500 characters")
+    return value
+
+
+Name = Annotated[str, PlainValidator(units.check_name)]
+TopologyName = Annotated[str, PlainValidator(lambda v: units.check_name(v, units.TOPOLOGY_NAME_RE, 32))]
+Size = Annotated[int, PlainValidator(units.parse_size), PlainSerializer(units.format_size)]
+Rate = Annotated[int, PlainValidator(units.parse_rate), PlainSerializer(units.format_rate)]
+Delay = Annotated[int, PlainValidator(units.parse_delay), PlainSerializer(units.format_delay)]
+Subnet = Annotated[ipaddress.IPv4Network, PlainValidator(_subnet), PlainSerializer(str)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Uplink(_Spec):
+    """A switch's link to the physical switch: shaped to ``rate`` (bits/s) both ways."""
+
+    rate: Rate
+    delay: Delay | None = None
+
+
+class Switch(_Spec):
+    name: Name
+    uplink: Uplink | None = None
+
+
+class VM(_Spec):
+    name: Name
+    vcpus: Annotated[int, PlainValidator(_count(1, 1024))]
+    memory: Size
+    numa: Annotated[int | str, PlainValidator(_numa)] = "packed"
+    switch: Name
+    host: Name | None = None
+
+
+class Host(_Spec):
+    name: Name
+    address: Annotated[str, PlainValidator(_address)] | None = None
+    cpus: Annotated[int, PlainValidator(_count(1, 65536))] | None = None
+    memory: Size | None = None
+
+
+class ScaleFrom(_Spec):
+    """The host a spec's sizes were written for; they are scaled to the host they run on."""
+
+    cpus: Annotated[int, PlainValidator(_count(1, 65536))]
+    memory: Size
+
+
+class Topology(_Spec):
+    """A validated topology. Sizes are those actually used on this host (after ``scale_from``)."""
+
+    version: Annotated[int, PlainValidator(_choice((1,)))] = 1
+    name: TopologyName
+    description: Annotated[str, PlainValidator(_text)] = ""
+    backend: Annotated[str, PlainValidator(_choice(BACKENDS))]
+    hosts: list[Host] = []
+    switches: list[Switch] = []
+    vms: list[VM] = []
+    placement: Annotated[str, PlainValidator(_choice(PLACEMENTS))] = "block"
+    subnet: Subnet | None = None
+    scale_from: ScaleFrom | None = None
+
+    _source: str = PrivateAttr(default="<spec>")
+    _lines: dict = PrivateAttr(default_factory=dict)
+    _scaled: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_backend(cls, data):
+        if isinstance(data, dict) and "backend" not in data:
+            data = {**data, "backend": "netns" if data.get("vms") else "local"}
+        return data
+
+    @property
+    def id(self) -> str:
+        """Four hex digits from the name: what every object of this topology is prefixed with."""
+        return hashlib.sha256(self.name.encode()).hexdigest()[:4]
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def scaled(self) -> dict:
+        """{'from': {cpus, memory}, 'to': {cpus, memory}, 'vms': {name: [vcpus, memory] asked}} or {}."""
+        return self._scaled
+
+    def switch(self, name: str) -> Switch:
+        return next(sw for sw in self.switches if sw.name == name)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "backend": self.backend}
+        """The spec as used (sizes already scaled): loading it again gives the same topology."""
+        data = self.model_dump(mode="json", exclude_none=True, exclude={"scale_from"})
+        for key in ("hosts", "switches", "vms"):
+            if not data[key]:
+                del data[key]
+        if not data["description"]:
+            del data["description"]
+        return data
+
+    def spec_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def locate(self, *loc) -> str:
+        """'FILE:LINE: field.path' for an error a backend finds later (e.g. no netem for a delay)."""
+        line, part = None, tuple(loc)
+        while line is None and part:
+            line, part = self._lines.get(part), part[:-1]
+        return _where(self._source, line, loc)
 
 
-def load_topology(ref: str) -> Topology:
-    if ref == "native":
-        return Topology("native")
-    raise UsageError(f"--topology: unknown topology {ref!r}; choose from native")
+# ---- loading ------------------------------------------------------------------------------
+
+def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topology") -> Topology:
+    """A preset name or a YAML file -> a validated Topology sized for ``host`` (default: this one).
+
+    ``what`` names where ``ref`` was typed, for the error when it is neither.
+    """
+    from . import presets
+
+    if ref in presets.PRESETS:
+        return from_dict(presets.PRESETS[ref], source=f"preset {ref}", host=host)
+    path = Path(ref)
+    if not path.is_file():
+        if "/" in ref or ref.endswith((".yaml", ".yml")):
+            raise UsageError(f"{what}: no such file: {ref}")
+        raise UsageError(f"{what}: unknown topology {ref!r}; choose a preset ({', '.join(presets.PRESETS)}) "
+                         f"or a YAML file")
+    return load_file(path, host=host)
+
+
+def load_file(path: Path, host: HostFacts | None = None) -> Topology:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror}") from exc
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
+    try:
+        text = raw.decode("utf-8")
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text") from exc
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        raise SpecError(f"{path}:{line}: not valid YAML: {exc.problem or exc.context}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    lines = _Lines(node)
+    if lines.duplicates:
+        loc, line = lines.duplicates[0]
+        raise SpecError(f"{_where(str(path), line, loc)}: given twice")
+    return from_dict(data, source=str(path), lines=lines, host=host)
+
+
+def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None = None) -> Topology:
+    """Validate ``data`` (as YAML gives it); SpecError listing every problem, each located."""
+    lines = lines or _Lines(None)
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}:{lines.find(())}: expected a mapping of topology fields "
+                        f"(name, vms, switches, ...), got {units._shown(data)}")
+    try:
+        topology = Topology.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # a misspelt field is one problem, not two: its "unknown" error says what was meant
+        meant = {tuple(e["loc"][:-1]) + (_suggestion(e["loc"]),) for e in errors if e["type"] == "extra_forbidden"}
+        problems = [(tuple(e["loc"]), _message(e)) for e in errors
+                    if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
+        raise SpecError(_report(source, lines, problems)) from None
+    topology._source, topology._lines = source, lines.table()
+    problems = check_references(topology)
+    if not problems and topology.backend == "netns":
+        from . import host as hostmod
+
+        host = host or hostmod.detect()
+        topology = _scale(topology, host)
+        problems = check_host(topology, host)
+    if problems:
+        raise SpecError(_report(source, lines, problems))
+    return topology
+
+
+def check_references(t: Topology) -> list[tuple[tuple, str]]:
+    """Problems that no single field shows: names, references, reachability, subnet size."""
+    problems = []
+    for kind in ("hosts", "switches", "vms"):
+        seen = {}
+        for i, item in enumerate(getattr(t, kind)):
+            if item.name in seen:
+                problems.append(((kind, i, "name"), f"{item.name!r} is already the name of {kind}[{seen[item.name]}]"))
+            seen.setdefault(item.name, i)
+    switches = [sw.name for sw in t.switches]
+    hosts = [h.name for h in t.hosts]
+    for i, vm in enumerate(t.vms):
+        if vm.switch not in switches:
+            have = ", ".join(switches) or "none are declared"
+            problems.append((("vms", i, "switch"), f"no switch named {vm.switch!r}; switches: {have}"))
+        if vm.host is not None and vm.host not in hosts:
+            have = ", ".join(hosts) or "none are declared"
+            problems.append((("vms", i, "host"), f"no host named {vm.host!r}; hosts: {have}"))
+    if t.backend == "local":
+        for kind in ("vms", "switches"):
+            if getattr(t, kind):
+                problems.append(((kind,), f"the local backend runs ranks on this host, without {kind}; "
+                                          f"remove them or set backend: netns"))
+        return problems
+    if not t.vms:
+        problems.append((("vms",), f"the {t.backend} backend needs at least one VM"))
+    if len(t.vms) > MAX_VMS:
+        problems.append((("vms",), f"{len(t.vms)} VMs; allowed: at most {MAX_VMS}"))
+    if len(t.switches) > MAX_SWITCHES:
+        problems.append((("switches",), f"{len(t.switches)} switches; allowed: at most {MAX_SWITCHES}"))
+    if t.backend == "netns" and len(t.hosts) > 1:
+        problems.append((("hosts",), "the netns backend emulates VMs on this one host; declare at most one host"))
+    used = [sw for sw in t.switches if any(vm.switch == sw.name for vm in t.vms)]
+    if len(used) > 1:
+        for i, sw in enumerate(t.switches):
+            if sw in used and sw.uplink is None:
+                problems.append((("switches", i), f"switch {sw.name!r} has VMs but no uplink: VMs on "
+                                                  f"different switches reach each other only through "
+                                                  f"uplinks to the physical switch"))
+    if t.subnet is not None and t.subnet.num_addresses - 2 < len(t.vms) + 1:
+        problems.append((("subnet",), f"{t.subnet} has {t.subnet.num_addresses - 2} addresses; "
+                                      f"{len(t.vms) + 1} are needed (each VM and the head)"))
+    return problems
+
+
+def check_host(t: Topology, host: HostFacts) -> list[tuple[tuple, str]]:
+    """Problems of a netns topology on ``host``: sizes, NUMA nodes, subnet clashes."""
+    problems = []
+    cpus, memory = _host_size(t, host)
+    if t.hosts and t.hosts[0].cpus is not None and t.hosts[0].cpus > len(host.cpus):
+        problems.append((("hosts", 0, "cpus"), f"{t.hosts[0].cpus} cpus declared; this host has {len(host.cpus)}"))
+    if t.hosts and t.hosts[0].memory is not None and t.hosts[0].memory > host.memory:
+        problems.append((("hosts", 0, "memory"), f"{units.human_size(t.hosts[0].memory)} declared; this host "
+                                                 f"has {units.human_size(host.memory)}"))
+    largest = max(len(c) for c in host.cpus_by_node.values())
+    hint = "" if t.scale_from else " (or add scale_from to scale sizes to the host)"
+    for i, vm in enumerate(t.vms):
+        if vm.vcpus > cpus:
+            problems.append((("vms", i, "vcpus"), f"{vm.vcpus} vCPUs on a host with {cpus} cpus; "
+                                                  f"allowed: at most {cpus}{hint}"))
+        elif vm.numa == "packed" and vm.vcpus > largest:
+            problems.append((("vms", i, "numa"), f"packed needs {vm.vcpus} cpus on one NUMA node; the largest "
+                                                 f"has {largest}; use spread or a node number"))
+        if vm.memory > memory:
+            problems.append((("vms", i, "memory"), f"{units.human_size(vm.memory)} on a host with "
+                                                   f"{units.human_size(memory)}{hint}"))
+        if isinstance(vm.numa, int):
+            node = host.cpus_by_node.get(vm.numa)
+            if node is None:
+                nodes = ", ".join(f"{n} (cpus {format_cpulist(c)})" for n, c in sorted(host.cpus_by_node.items()))
+                problems.append((("vms", i, "numa"), f"no NUMA node {vm.numa} on this host; nodes: {nodes}"))
+            elif vm.vcpus > len(node):
+                problems.append((("vms", i, "numa"), f"node {vm.numa} has {len(node)} cpus for {vm.vcpus} vCPUs"))
+    if t.subnet is not None:
+        clash = host.overlaps(t.subnet)
+        if clash:
+            problems.append((("subnet",), f"{t.subnet} overlaps {clash}; choose another subnet, or leave "
+                                          f"subnet out and vnetbench picks a free one"))
+    return problems
+
+
+def _host_size(t: Topology, host: HostFacts) -> tuple[int, int]:
+    declared = t.hosts[0] if t.hosts else None
+    cpus = declared.cpus if declared and declared.cpus else len(host.cpus)
+    memory = declared.memory if declared and declared.memory else host.memory
+    return min(cpus, len(host.cpus)), min(memory, host.memory)
+
+
+def _scale(t: Topology, host: HostFacts) -> Topology:
+    """Sizes written for ``scale_from`` -> sizes for this host, at least 1 vCPU and 64 MiB each."""
+    if t.scale_from is None:
+        return t
+    cpus, memory = _host_size(t, host)
+    ref = t.scale_from
+    vms, asked = [], {}
+    for vm in t.vms:
+        vcpus = max(1, min(cpus, math.floor(vm.vcpus * cpus / ref.cpus + 0.5)))
+        mem = max(units.MIN_MEMORY, (vm.memory * memory // ref.memory) >> 20 << 20)
+        asked[vm.name] = [vm.vcpus, vm.memory]
+        vms.append(vm.model_copy(update={"vcpus": vcpus, "memory": mem}))
+    scaled = t.model_copy(update={"vms": vms})
+    scaled._scaled = {"from": {"cpus": ref.cpus, "memory": ref.memory},
+                      "to": {"cpus": cpus, "memory": memory}, "vms": asked}
+    return scaled
+
+
+# ---- error reporting ----------------------------------------------------------------------
+
+_MODELS = {(): Topology, ("vms",): VM, ("hosts",): Host, ("switches",): Switch,
+           ("switches", "uplink"): Uplink, ("scale_from",): ScaleFrom}
+
+
+def _message(err) -> str:
+    kind, loc = err["type"], err["loc"]
+    if kind == "missing":
+        return "required, but missing"
+    if kind == "extra_forbidden":
+        close = _suggestion(loc)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        return f"unknown field{hint}; allowed: {', '.join(_allowed(loc))}"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"expected a mapping of fields, got {units._shown(err.get('input'))}"
+    if kind == "list_type":
+        return f"expected a list, got {units._shown(err.get('input'))}"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    return err["msg"]
+
+
+def _allowed(loc) -> list[str]:
+    model = _MODELS.get(tuple(p for p in loc[:-1] if isinstance(p, str)))
+    return list(model.model_fields) if model else []
+
+
+def _suggestion(loc) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(str(loc[-1]), _allowed(loc), n=1)
+    return close[0] if close else None
+
+
+def _path(loc) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _where(source: str, line: int | None, loc) -> str:
+    place = f"{source}:{line}" if line else source
+    return f"{place}: {_path(loc)}" if loc else place
+
+
+def _report(source: str, lines, problems) -> str:
+    located = sorted(((lines.find(loc) or 0, loc, msg) for loc, msg in problems), key=lambda p: p[0])
+    shown = [f"{_where(source, line, loc)}: {msg}" for line, loc, msg in located[:10]]
+    if len(problems) > 10:
+        shown.append(f"... and {len(problems) - 10} more")
+    return "\n".join(shown)
+
+
+class _Lines:
+    """Line numbers of the fields of a YAML document, from the composed node tree."""
+
+    def __init__(self, node):
+        self.node = node
+        self.duplicates = []
+        self._table = {}
+        if node is not None:
+            self._walk(node, ())
+
+    def _walk(self, node, loc):
+        self._table[loc] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name in seen:
+                    self.duplicates.append((loc + (name,), key.start_mark.line + 1))
+                seen.add(name)
+                self._walk(value, loc + (name,))
+                self._table[loc + (name,)] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._walk(item, loc + (i,))
+
+    def find(self, loc) -> int | None:
+        """The line of ``loc``, or of its nearest ancestor present in the file."""
+        loc = tuple(loc)
+        while loc not in self._table and loc:
+            loc = loc[:-1]
+        return self._table.get(loc)
+
+    def table(self) -> dict:
+        return dict(self._table)

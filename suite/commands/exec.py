@@ -1,0 +1,58 @@
+"""``vnetbench exec --topology NAME|FILE --ranks N -- PROGRAM [ARGS]``: any MPI program on a topology.
+
+The program (an OSU benchmark, an MD code, ...) is launched the way vnetbench launches its own
+kernels: each rank inside its VM, mapped as the spec says, TCP on the topology's subnet. Its
+output passes through unchanged. The topology is brought up for the run (and taken down after)
+unless it is already up. Exit 0 when the program succeeds, 1 when it fails or times out.
+"""
+
+import argparse
+import shlex
+import sys
+
+from vnetbench.errors import UsageError
+from vnetbench.options import float_range, int_range
+
+MAX_RANKS = 4096
+
+
+def register(sub):
+    parser = sub.add_parser("exec", help="run any MPI program on a topology", description=__doc__.strip("`"))
+    parser.add_argument("--topology", required=True, metavar="NAME|FILE", help="preset name or topology YAML")
+    parser.add_argument("--ranks", type=int_range(1, MAX_RANKS), required=True, metavar="N", help="MPI ranks")
+    parser.add_argument("--bind", choices=["core", "none"],
+                        help="bind ranks to cores (native only; VMs' ranks run on their vCPUs)")
+    parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
+                        help="seconds after which the job is killed (default: none)")
+    parser.add_argument("--show", action="store_true", help="print the mpirun command on stderr first")
+    parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
+    parser.set_defaults(func=handle)
+
+
+def handle(args) -> int:
+    from vnetbench import launch, mpi, topologies
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        raise UsageError("PROGRAM: missing; give it after '--', e.g. vnetbench exec --topology 2vm-2vswitch "
+                         "--ranks 2 -- ./osu_latency")
+    mpi.mpirun()  # fail before bring-up when there is no MPI
+    topology = topologies.load(args.topology)
+    with topologies.realise(topology) as realised:
+        realised.check_ranks(args.ranks)
+        spec = realised.launch(args.ranks, args.bind)
+        argv = launch.mpirun_argv(spec.mpirun_args, program)
+        if args.show:
+            print(f"vnetbench: {shlex.join(argv)}", file=sys.stderr)
+        for key, why in spec.notes.items():
+            if key == "yield_when_idle":
+                print(f"vnetbench: mpi_yield_when_idle=1: {why}", file=sys.stderr)
+        outcome = launch.execute(argv, mpi.run_env(spec.env), args.timeout,
+                                 passthrough=sys.stdout, collect_records=False)
+    if outcome.timed_out:
+        print(f"vnetbench: error: {program[0]} was killed after {args.timeout:g} s", file=sys.stderr)
+        return 1
+    if outcome.returncode != 0:
+        print(f"vnetbench: error: {program[0]} exited with status {outcome.returncode}", file=sys.stderr)
+        return 1
+    return 0

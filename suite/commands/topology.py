@@ -1,0 +1,242 @@
+"""``vnetbench topology list|show|up|down|status|cleanup``: the emulated VMs and switches of a topology.
+
+A topology is a preset name (see ``list``) or a YAML file. ``up`` leaves it up until ``down``;
+``run`` and ``exec`` bring one up for themselves (or use it if it is up) and take down only what
+they brought up. ``cleanup`` removes what crashed runs left behind; ``cleanup --all`` removes
+every vnetbench topology. The netns backend needs root, ip and tc.
+"""
+
+import json
+import time
+
+from vnetbench.errors import UsageError
+
+
+def register(sub):
+    parser = sub.add_parser("topology", help="list, show, bring up and take down topologies",
+                            description=__doc__.strip("`"))
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    listing = actions.add_parser("list", help="the presets, and what is up")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(func=handle_list)
+    show = actions.add_parser("show", help="a topology as it would be used on this host (sizes after scaling)")
+    show.add_argument("ref", metavar="NAME|FILE")
+    show.add_argument("--json", action="store_true", help="print the spec and the plan as JSON")
+    show.add_argument("--spec", action="store_true",
+                      help="print only the spec, as YAML: a starting point for a file of your own")
+    show.set_defaults(func=handle_show)
+    up = actions.add_parser("up", help="bring a topology up and leave it up")
+    up.add_argument("ref", metavar="NAME|FILE")
+    up.set_defaults(func=handle_up)
+    down = actions.add_parser("down", help="take a topology down")
+    down.add_argument("ref", metavar="NAME|FILE")
+    down.set_defaults(func=handle_down)
+    status = actions.add_parser("status", help="the topologies that are up, with their age")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(func=handle_status)
+    cleanup = actions.add_parser("cleanup", help="remove what crashed runs left behind")
+    cleanup.add_argument("--all", action="store_true", help="also take down topologies brought up with 'up'")
+    cleanup.set_defaults(func=handle_cleanup)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def handle_list(args) -> int:
+    from vnetbench.topologies import presets, state
+
+    up = {st["name"] for st in state.all_states()}
+    rows = []
+    for name, data in presets.PRESETS.items():
+        rows.append({"name": name, "vms": len(data.get("vms", [])), "switches": len(data.get("switches", [])),
+                     "uplinks": sum(1 for sw in data.get("switches", []) if sw.get("uplink")),
+                     "up": name in up, "description": data.get("description", "")})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(_table(["NAME", "VMS", "SWITCHES", "UPLINKS", "", "DESCRIPTION"],
+                 [[r["name"], r["vms"], r["switches"], r["uplinks"], "up" if r["up"] else "", r["description"]]
+                  for r in rows]))
+    print("\nA YAML file works wherever a name does; 'vnetbench topology show NAME --spec' prints a preset's "
+          "spec as YAML, a starting point for your own.")
+    return 0
+
+
+def handle_show(args) -> int:
+    from vnetbench import topologies
+    from vnetbench.topologies import state
+
+    topology = topologies.load(args.ref, what="NAME|FILE")
+    shown = {"spec": topology.to_dict(), "source": topology.source}
+    if topology.backend == "netns":
+        from vnetbench.topologies import host as hostmod
+        from vnetbench.topologies import plan
+
+        host = hostmod.detect()
+        current = state.read(topology.id)
+        assigned = plan.assign_cpus(topology.vms, plan._limit(host.cpus_by_node, topology))
+        shown["plan"] = {
+            "id": topology.id,
+            "host": {"cpus": len(host.cpus), "memory": host.memory,
+                     "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
+            "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
+                    for vm, (cpus, mems) in zip(topology.vms, assigned)],
+            "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
+            "up": current is not None,
+        }
+        if topology.scaled:
+            shown["scaled"] = topology.scaled
+    if args.spec:
+        import yaml
+
+        print(yaml.safe_dump(topology.to_dict(), sort_keys=False), end="")
+    elif args.json:
+        print(json.dumps(shown, indent=1))
+    else:
+        print(_describe(topology, shown))
+    return 0
+
+
+def _describe(topology, shown) -> str:
+    from vnetbench.topologies.host import format_cpulist
+    from vnetbench.topologies.units import format_rate, human_size
+
+    lines = [f"{topology.name} ({topology.source}): {topology.description}".rstrip(": ")]
+    if topology.backend == "local":
+        lines.append("backend local: ranks run on this host under mpirun, no VMs")
+        return "\n".join(lines)
+    planned = shown["plan"]
+    host = planned["host"]
+    lines.append(f"backend {topology.backend}, id {planned['id']}, placement {topology.placement}, "
+                 f"subnet {planned['subnet'] or 'chosen when it comes up'}" + (" (up)" if planned["up"] else ""))
+    nodes = ", ".join(f"node {n}: cpus {format_cpulist(c)}" for n, c in planned["host"]["numa_nodes"].items())
+    lines.append(f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}")
+    scaled = shown.get("scaled")
+    if scaled:
+        lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
+                     f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")
+    rows = []
+    for vm, where in zip(topology.vms, planned["vms"]):
+        asked = scaled["vms"].get(vm.name) if scaled else None
+        vcpus = f"{vm.vcpus}" + (f" (of {asked[0]})" if asked else "")
+        memory = human_size(vm.memory) + (f" (of {human_size(asked[1])})" if asked else "")
+        rows.append([vm.name, vcpus, memory, vm.numa, format_cpulist(where["cpus"]),
+                     format_cpulist(where["numa_nodes"]), vm.switch, f"{topology.name}-{vm.name}"])
+    lines += ["", _table(["VM", "VCPUS", "MEMORY", "NUMA", "CPUS", "NODES", "SWITCH", "HOSTNAME"], rows), ""]
+    rows = []
+    for sw in topology.switches:
+        if sw.uplink is None:
+            rows.append([sw.name, "-", "-"])
+        else:
+            delay = f"{sw.uplink.delay} us" if sw.uplink.delay else "-"
+            rows.append([sw.name, f"{format_rate(sw.uplink.rate)} (tc tbf, both ways)", delay])
+    lines.append(_table(["SWITCH", "UPLINK TO THE PHYSICAL SWITCH", "DELAY"], rows))
+    return "\n".join(lines)
+
+
+def handle_up(args) -> int:
+    from vnetbench import topologies
+    from vnetbench.topologies import netns
+
+    topology = topologies.load(args.ref, what="NAME|FILE")
+    _needs_netns(topology, "up")
+    started = time.monotonic()
+    st, created = netns.up(topology, persistent=True)
+    took = time.monotonic() - started
+    lay = st["layout"]
+    verb = f"up in {took:.2f} s" if created else "was already up"
+    print(f"{topology.name} {verb}: subnet {lay['subnet']}, head {lay['head']} on {lay['head_bridge']}")
+    for vm in lay["vms"]:
+        print(f"  {vm['name']}: {vm['hostname']} {vm['address']} on {vm['switch']}, cpus "
+              f"{','.join(map(str, vm['cpus']))}")
+    return 0
+
+
+def handle_down(args) -> int:
+    from vnetbench.topologies import netns, state
+
+    topology_id = _id_of(args.ref)
+    if topology_id is None:
+        print(f"vnetbench: {args.ref} is not up; nothing to do")
+        return 0
+    current = state.read(topology_id)
+    if current and current.get("owner") and state.alive(current["owner"]):
+        raise UsageError(f"topology {current['name']!r} belongs to a run in progress (process "
+                         f"{current['owner']['pid']}), which takes it down when it ends")
+    from vnetbench.topologies import linux
+
+    linux.require_root_and_tools()
+    st = netns.down(topology_id)
+    print(f"{st['name']} down" if st else f"vnetbench: {args.ref} is not up; nothing to do")
+    return 0
+
+
+def _id_of(ref: str) -> str | None:
+    """The id of the topology ``ref`` names: by the name it is up under, else by loading it."""
+    from vnetbench import topologies
+    from vnetbench.topologies import state
+
+    for st in state.all_states():
+        if st["name"] == ref or st["source"] == ref:
+            return st["id"]
+    topology = topologies.load(ref, what="NAME|FILE")
+    if topology.backend == "local":
+        raise UsageError(f"topology {topology.name!r} is this host itself; there is nothing to take down")
+    return topology.id if state.read(topology.id) else None
+
+
+def handle_status(args) -> int:
+    from vnetbench.topologies import netns
+
+    rows = netns.status()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print("no vnetbench topology is up")
+        return 0
+    table = []
+    for row in rows:
+        if row["stale"]:
+            state = "stale: 'vnetbench topology cleanup' removes it"
+        elif row["missing"]:
+            state = f"damaged: {', '.join(row['missing'])} missing"
+        else:
+            state = f"run by process {row['owner']}" if row["owner"] else "up (topology up)"
+        table.append([row["name"], row["id"], row["subnet"], len(row["vms"]), _age(row["age_s"]), state])
+    print(_table(["NAME", "ID", "SUBNET", "VMS", "AGE", "STATE"], table))
+    return 0
+
+
+def handle_cleanup(args) -> int:
+    from vnetbench.topologies import netns
+
+    removed = netns.cleanup(everything=args.all)
+    for item in removed:
+        print(f"removed {item}")
+    if not removed:
+        print("nothing to clean up")
+    return 0
+
+
+def _needs_netns(topology, action: str) -> None:
+    if topology.backend == "local":
+        raise UsageError(f"topology {topology.name!r} is this host itself (backend local); there is nothing "
+                         f"to bring {action}")
+    if topology.backend != "netns":
+        raise UsageError(f"topology {topology.name!r}: 'topology {action}' handles backend netns only, "
+                         f"not {topology.backend!r}")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _table(header, rows) -> str:
+    rows = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,246 @@
+"""The Linux calls the netns backend makes: ip/tc batches, UTS namespaces, cgroups, processes.
+
+Every command is an argv list built from validated names; nothing goes through a shell.
+"""
+
+import errno
+import functools
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from vnetbench.errors import LaunchError, UsageError
+
+TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
+         "umount": "util-linux"}
+CGROUP_V1 = Path("/sys/fs/cgroup")
+
+
+def require_root_and_tools() -> None:
+    """UsageError (nothing started) unless this is Linux, we are root and the tools exist."""
+    if not Path("/proc/self/ns/net").exists():
+        raise UsageError("the netns backend needs Linux network namespaces, which this system lacks")
+    if os.geteuid() != 0:
+        raise UsageError("the netns backend needs root: it creates network namespaces, bridges, tc "
+                         "qdiscs and cgroups; run vnetbench as root (e.g. with sudo)")
+    missing = [f"{tool} ({package})" for tool, package in TOOLS.items() if not shutil.which(tool)]
+    if missing:
+        raise UsageError(f"the netns backend needs {', '.join(missing)}; install them and retry")
+
+
+def run(argv: list[str], stdin: str | None = None, timeout: float = 60, check: bool = True):
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"{shlex.join(argv)}: {exc}") from exc
+    if check and done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().replace("\n", "; ")
+        raise LaunchError(f"{shlex.join(argv)} failed: {detail}")
+    return done
+
+
+def ip_batch(lines: list[str], netns: str | None = None, force: bool = False):
+    if not lines:
+        return None
+    argv = ["ip"] + (["-n", netns] if netns else []) + (["-force"] if force else []) + ["-batch", "-"]
+    return run(argv, stdin="\n".join(lines) + "\n", check=not force)
+
+
+def tc_batch(lines: list[str]):
+    if lines:
+        run(["tc", "-batch", "-"], stdin="\n".join(lines) + "\n")
+
+
+@functools.cache
+def has_netem() -> bool:
+    """Can this kernel delay packets (sch_netem)? Tried on the loopback of a throwaway namespace."""
+    if not shutil.which("unshare") or not shutil.which("tc"):
+        return False
+    done = subprocess.run(["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+                          capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+def links() -> set[str]:
+    return set(os.listdir("/sys/class/net"))
+
+
+def netns_names() -> set[str]:
+    try:
+        return set(os.listdir("/run/netns"))
+    except OSError:
+        return set()
+
+
+def netns_inode(name: str) -> int | None:
+    try:
+        return os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return None
+
+
+def make_uts(path: str, hostname: str) -> None:
+    """A UTS namespace with its own hostname, kept alive by a bind mount on ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).touch()
+    tool = shutil.which("hostname")
+    if tool:
+        run(["unshare", f"--uts={path}", tool, hostname])
+    else:
+        import sys
+
+        run(["unshare", f"--uts={path}", sys.executable, "-c",
+             "import socket, sys; socket.sethostname(sys.argv[1])", hostname])
+
+
+def mounted(path: str) -> bool:
+    target = os.path.realpath(path)
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            if line.split()[4] == target:
+                return True
+    except OSError:
+        pass
+    return False
+
+
+def mounts_under(folder: Path) -> list[str]:
+    prefix = str(folder).rstrip("/") + "/"
+    found = []
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            target = line.split()[4]
+            if target.startswith(prefix):
+                found.append(target)
+    except OSError:
+        pass
+    return found
+
+
+def unmount(path: str) -> None:
+    while mounted(path):
+        run(["umount", path])
+
+
+# ---- cgroups (v1: cpuset and memory) -----------------------------------------------------
+
+def cgroup_root(controller: str) -> Path | None:
+    """Where this process's cgroup of a v1 controller is, so VM cgroups nest inside it."""
+    mount = None
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] == "cgroup" and controller in fields[sep + 3].split(","):
+                mount = Path(fields[4])
+                break
+    except (OSError, ValueError):
+        return None
+    if mount is None:
+        return None
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                folder = mount / path.lstrip("/")
+                return folder if os.access(folder, os.W_OK) else None
+    except OSError:
+        pass
+    return None
+
+
+def make_cpuset(parent: Path, name: str, cpus: str, mems: str) -> Path:
+    folder = parent / name
+    folder.mkdir(exist_ok=True)
+    (folder / "cpuset.cpus").write_text(cpus)
+    (folder / "cpuset.mems").write_text(mems)
+    return folder
+
+
+def make_memory(parent: Path, name: str, limit: int) -> Path:
+    folder = parent / name
+    folder.mkdir(exist_ok=True)
+    (folder / "memory.limit_in_bytes").write_text(str(limit))
+    return folder
+
+
+def join_cgroup(folder: str) -> None:
+    with open(Path(folder) / "cgroup.procs", "w") as handle:
+        handle.write(str(os.getpid()))
+
+
+def cgroup_pids(folder: str) -> list[int]:
+    try:
+        return [int(p) for p in (Path(folder) / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def remove_cgroup(folder: str) -> None:
+    for _ in range(50):
+        try:
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise LaunchError(f"cannot remove cgroup {folder}: {exc.strerror}") from exc
+            kill(cgroup_pids(folder), grace=0.5)
+            time.sleep(0.05)
+    raise LaunchError(f"cannot remove cgroup {folder}: processes keep it busy")
+
+
+# ---- processes --------------------------------------------------------------------------
+
+def pids_in_netns(inodes: set[int]) -> list[int]:
+    """Processes whose network namespace is one of ``inodes`` (the VMs' own processes)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry.name}/ns/net").st_ino in inodes:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def kill(pids, grace: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL whatever is still there after ``grace`` seconds."""
+    pids = [p for p in pids if p != os.getpid()]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        live = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                live.append(pid)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while live and time.monotonic() < deadline:
+            live = [p for p in live if _exists(p)]
+            if live:
+                time.sleep(0.02)
+        pids = live
+        if not pids:
+            return
+
+
+def _exists(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        try:  # our own child: reap it
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return True

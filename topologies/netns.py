@@ -1,0 +1,377 @@
+"""The netns backend: VMs emulated on this Linux host, as namespaces, bridges and shaped veths.
+
+A VM is a network namespace plus a UTS namespace (its own hostname), a veth into its switch's
+bridge, an address on the topology's subnet, a cgroup cpuset of its vCPUs and a cgroup memory
+limit. A switch is a bridge; a switch with an uplink joins the physical-switch bridge over a veth
+pair shaped by tc tbf both ways. mpirun runs on the host, with an address on the physical switch
+(or on the only switch), like a head node; its daemons reach the VMs through the launch agent.
+"""
+
+import atexit
+import ipaddress
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+from vnetbench.errors import LaunchError, SpecError, UsageError
+
+from . import linux, plan, state
+from .base import LaunchSpec, Realised
+from .host import HostFacts, detect, format_cpulist
+
+
+class NetnsRealised(Realised):
+    """A netns topology that is up: brought up by this object (and torn down by ``close``,
+    at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
+
+    backend = "netns"
+
+    def __init__(self, topology):
+        super().__init__(topology)
+        self._closed = False
+        self._handlers = {}
+        # from before the first object exists: a SIGTERM half-way through tears down what was made
+        self._catch_signals()
+        try:
+            self.state, self.brought_up = up(topology, persistent=False)
+        except BaseException:
+            self._restore_signals()
+            raise
+        self.layout = plan.Layout.from_dict(self.state["layout"])
+        if self.brought_up:
+            atexit.register(self.close)
+        else:
+            self._restore_signals()
+
+    def check_ranks(self, ranks: int) -> None:
+        plan.check_ranks(ranks)
+
+    def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
+        inodes = {vm.name: linux.netns_inode(vm.netns) for vm in self.layout.vms}
+        return plan.launch_spec(self.layout, ranks, bind, cpusets=bool(self.state["cgroups"].get("cpuset")),
+                                memory_limited=bool(self.state["cgroups"].get("memory")),
+                                netns_inodes={k: v for k, v in inodes.items() if v})
+
+    def describe(self) -> dict:
+        described = super().describe()
+        described.update(describe_state(self.state))
+        described["attached"] = not self.brought_up
+        if self.topology.scaled:
+            described["scaled"] = self.topology.scaled
+        return described
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        # a signal held back until the end of the teardown finds the previous handlers, not ours
+        self._restore_signals()
+        if self.brought_up:
+            with _signals_blocked(), state.locked():
+                teardown(self.state)
+
+    def _catch_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers; atexit and close() still tear down
+
+        def terminate(signum, frame):
+            raise SystemExit(128 + signum)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self._handlers[sig] = signal.signal(sig, terminate)
+
+    def _restore_signals(self):
+        for sig, handler in self._handlers.items():
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(sig, handler)
+        self._handlers = {}
+
+
+class _signals_blocked:
+    """Hold SIGINT/SIGTERM/SIGHUP while tearing down, so that a second ^C cannot leave half a
+    topology; a signal that came meanwhile is delivered again at the end."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self):
+        self.caught, self.previous = [], {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.caught):
+            signal.raise_signal(sig)
+
+
+def describe_state(st: dict) -> dict:
+    lay = st["layout"]
+    return {
+        "id": st["id"], "subnet": lay["subnet"], "head": lay["head"],
+        "vms": [{"name": vm["name"], "hostname": vm["hostname"], "address": vm["address"], "switch": vm["switch"],
+                 "cpus": vm["cpus"], "numa_nodes": vm["mems"], "memory": vm["memory"]} for vm in lay["vms"]],
+        "switches": [{"name": sw["name"], "bridge": sw["bridge"], "uplink_rate": sw["rate"],
+                      "tbf_burst": sw["burst"], "delay_us": sw["delay"]} for sw in lay["switches"]],
+        "cgroups": {kind: bool(paths) for kind, paths in st["cgroups"].items()},
+    }
+
+
+# ---- up ---------------------------------------------------------------------------------
+
+def preflight(topology) -> None:
+    """Refuse, before creating anything, what this host cannot do."""
+    linux.require_root_and_tools()
+    for i, sw in enumerate(topology.switches):
+        if sw.uplink and sw.uplink.delay is not None and not linux.has_netem():
+            raise SpecError(f"{topology.locate('switches', i, 'uplink', 'delay')}: delay needs tc netem, which "
+                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
+
+
+def up(topology, persistent: bool = True, host: HostFacts | None = None) -> tuple[dict, bool]:
+    """Bring ``topology`` up; (state, True), or (state, False) when it was already up."""
+    preflight(topology)
+    with state.locked():
+        current = state.read(topology.id)
+        if current is not None:
+            if current["name"] != topology.name:
+                raise UsageError(f"topology {topology.name!r} shares its id {topology.id} with {current['name']!r}, "
+                                 f"which is up; rename one of them")
+            if state.stale(current):
+                teardown(current)
+            elif current["spec_hash"] != topology.spec_hash():
+                raise UsageError(f"a different topology named {topology.name!r} is up (from {current['source']}); "
+                                 f"take it down first: vnetbench topology down {topology.name}")
+            elif current.get("owner") and not state.is_mine(current):
+                raise LaunchError(f"topology {topology.name!r} is in use by process {current['owner']['pid']}, "
+                                  f"which will take it down when it ends; wait for it, or bring the topology "
+                                  f"up with 'vnetbench topology up' to share it")
+            else:
+                return current, False
+        host = host or detect()
+        subnet = _subnet(topology, host)
+        st = _new_state(topology, plan.layout(topology, host, subnet), persistent)
+        state.write(st)
+        try:
+            _create(st)
+        except BaseException:
+            with _signals_blocked():
+                teardown(st)
+            raise
+        st["complete"] = True
+        state.write(st)
+        return st, True
+
+
+def _subnet(topology, host: HostFacts) -> ipaddress.IPv4Network:
+    others = [(s["name"], ipaddress.IPv4Network(s["layout"]["subnet"])) for s in state.all_states()
+              if s["id"] != topology.id]
+    if topology.subnet is not None:
+        for name, net in others:
+            if net.overlaps(topology.subnet):
+                raise SpecError(f"{topology.locate('subnet')}: {topology.subnet} overlaps topology {name!r} "
+                                f"({net}), which is up; choose another subnet")
+        return topology.subnet
+    return plan.choose_subnet(topology.id, [net for _, net in host.networks] + [net for _, net in others])
+
+
+def _new_state(topology, lay: plan.Layout, persistent: bool) -> dict:
+    cgroups = {}
+    for kind in ("cpuset", "memory"):
+        root = linux.cgroup_root(kind)
+        cgroups[kind] = {vm.name: str(root / vm.netns) for vm in lay.vms} if root else {}
+    return {"version": state.VERSION, "id": topology.id, "name": topology.name, "source": topology.source,
+            "spec_hash": topology.spec_hash(), "spec": topology.to_dict(), "layout": lay.to_dict(),
+            "cgroups": cgroups, "created": state.now(), "complete": False,
+            "owner": None if persistent else state.me()}
+
+
+def _create(st: dict) -> None:
+    lay = plan.Layout.from_dict(st["layout"])
+    prefix = lay.prefixlen
+    lines = [f"netns add {vm.netns}" for vm in lay.vms]
+    for bridge in lay.bridges:
+        lines += [f"link add {bridge} type bridge", f"link set dev {bridge} up"]
+    for vm in lay.vms:
+        lines += [f"link add {vm.veth} type veth peer name eth0 netns {vm.netns}",
+                  f"link set dev {vm.veth} master {vm.bridge} up"]
+    for sw in lay.switches:
+        if sw.uplink:
+            inner, outer = sw.uplink
+            lines += [f"link add {inner} type veth peer name {outer}",
+                      f"link set dev {inner} master {sw.bridge} up",
+                      f"link set dev {outer} master {lay.physical} up"]
+    lines.append(f"addr add {lay.head}/{prefix} dev {lay.head_bridge}")
+    linux.ip_batch(lines)
+    for vm in lay.vms:
+        linux.ip_batch(["link set dev lo up", f"addr add {vm.address}/{prefix} dev eth0", "link set dev eth0 up"],
+                       netns=vm.netns)
+    linux.tc_batch(_shaping(lay))
+    for vm in lay.vms:
+        linux.make_uts(vm.uts, vm.hostname)
+    for kind, paths in st["cgroups"].items():
+        for vm in lay.vms:
+            if vm.name not in paths:
+                continue
+            folder = Path(paths[vm.name])
+            if kind == "cpuset":
+                linux.make_cpuset(folder.parent, folder.name, format_cpulist(vm.cpus), format_cpulist(vm.mems))
+            else:
+                linux.make_memory(folder.parent, folder.name, vm.memory)
+
+
+def _shaping(lay: plan.Layout) -> list[str]:
+    lines = []
+    for sw in lay.switches:
+        if not sw.uplink:
+            continue
+        for dev in sw.uplink:
+            tbf = f"tbf rate {sw.rate}bit burst {sw.burst} latency {plan.TBF_LATENCY}"
+            if sw.delay:
+                # netem delays, its child tbf shapes; one direction carries each half of the delay
+                half = max(1, sw.delay // 2)
+                lines += [f"qdisc add dev {dev} root handle 1: netem delay {half}us limit 100000",
+                          f"qdisc add dev {dev} parent 1:1 handle 10: {tbf}"]
+            else:
+                lines.append(f"qdisc add dev {dev} root handle 1: {tbf}")
+    return lines
+
+
+# ---- down -------------------------------------------------------------------------------
+
+def down(topology_id: str) -> dict | None:
+    """Tear down the topology with this id; its state, or None when it was not up."""
+    with _signals_blocked(), state.locked():
+        st = state.read(topology_id)
+        if st is None:
+            return None
+        teardown(st)
+        return st
+
+
+def teardown(st: dict) -> None:
+    """Remove everything ``st`` lists that exists, then check that none of it is left."""
+    lay = plan.Layout.from_dict(st["layout"])
+    inodes = {i for i in (linux.netns_inode(vm.netns) for vm in lay.vms) if i}
+    cgroups = [path for paths in st.get("cgroups", {}).values() for path in paths.values()]
+    pids = set(linux.pids_in_netns(inodes)) if inodes else set()
+    for folder in cgroups:
+        pids.update(linux.cgroup_pids(folder))
+    linux.kill(sorted(pids))
+    present, spaces = linux.links(), linux.netns_names()
+    lines = [f"link del {vm.veth}" for vm in lay.vms if vm.veth in present]
+    lines += [f"link del {sw.uplink[0]}" for sw in lay.switches if sw.uplink and sw.uplink[0] in present]
+    lines += [f"link del {bridge}" for bridge in lay.bridges if bridge in present]
+    lines += [f"netns del {vm.netns}" for vm in lay.vms if vm.netns in spaces]
+    linux.ip_batch(lines, force=True)
+    for vm in lay.vms:
+        linux.unmount(vm.uts)
+    for folder in cgroups:
+        linux.remove_cgroup(folder)
+    _remove_runtime_files(lay)
+    left = leftovers(lay, cgroups)
+    if left:
+        raise LaunchError(f"topology {lay.name!r} could not be removed completely; left: {', '.join(left)}")
+    shutil.rmtree(state.directory(lay.id), ignore_errors=True)
+
+
+def leftovers(lay: plan.Layout, cgroups=()) -> list[str]:
+    present, spaces = linux.links(), linux.netns_names()
+    left = [name for name in [vm.veth for vm in lay.vms] + lay.bridges +
+            [sw.uplink[0] for sw in lay.switches if sw.uplink] if name in present]
+    left += [vm.netns for vm in lay.vms if vm.netns in spaces]
+    left += [vm.uts for vm in lay.vms if linux.mounted(vm.uts)]
+    left += [folder for folder in cgroups if os.path.exists(folder)]
+    return left
+
+
+def _remove_runtime_files(lay: plan.Layout) -> None:
+    """PRRTE's session directories of VMs whose daemons were killed, named after the VM hostnames."""
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    for vm in lay.vms:
+        for leftover in tmp.glob(f"prte.{vm.hostname}.*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+# ---- status and cleanup -----------------------------------------------------------------
+
+def status() -> list[dict]:
+    """What vnetbench has up: one entry per topology, with its age and whether it is stale."""
+    rows = []
+    for st in state.all_states():
+        lay = plan.Layout.from_dict(st["layout"])
+        owner = st.get("owner")
+        rows.append({
+            **describe_state(st), "name": st["name"], "source": st["source"], "complete": st["complete"],
+            "age_s": max(0.0, time.time() - st["created"]), "owner": owner["pid"] if owner else None,
+            "stale": state.stale(st), "missing": _missing(lay),
+        })
+    return rows
+
+
+def _missing(lay: plan.Layout) -> list[str]:
+    present, spaces = linux.links(), linux.netns_names()
+    missing = [b for b in lay.bridges if b not in present]
+    missing += [vm.netns for vm in lay.vms if vm.netns not in spaces]
+    return missing
+
+
+def cleanup(everything: bool = False) -> list[str]:
+    """Remove what crashed runs left behind (or, with ``everything``, all vnetbench topologies).
+
+    Topologies brought up with ``topology up`` are kept unless ``everything``; so are those of
+    runs still going. Objects carrying the vnetbench prefix that no state accounts for go too.
+    """
+    linux.require_root_and_tools()
+    removed = []
+    with _signals_blocked(), state.locked():
+        known_ids = set()
+        for st in state.all_states():
+            if everything or state.stale(st):
+                teardown(st)
+                removed.append(f"topology {st['name']} ({st['id']})")
+            else:
+                known_ids.add(st["id"])
+        removed += _orphans(known_ids)
+    return removed
+
+
+def _orphans(known_ids: set[str]) -> list[str]:
+    """vnetbench-named objects of no topology that is up: bridges, veths, namespaces, mounts, cgroups."""
+    def orphan(name: str, start: int) -> bool:
+        tid = name[start:start + 4]
+        return len(tid) == 4 and all(c in "0123456789abcdef" for c in tid) and tid not in known_ids
+
+    removed = []
+    spaces = sorted(n for n in linux.netns_names() if n.startswith(plan.PREFIX + "-") and orphan(n, 4))
+    inodes = {i for i in (linux.netns_inode(n) for n in spaces) if i}
+    cgroup_dirs = []
+    for kind in ("cpuset", "memory"):
+        root = linux.cgroup_root(kind)
+        if root:
+            cgroup_dirs += [str(d) for d in sorted(root.glob(f"{plan.PREFIX}-*")) if d.is_dir() and orphan(d.name, 4)]
+    pids = set(linux.pids_in_netns(inodes)) if inodes else set()
+    for folder in cgroup_dirs:
+        pids.update(linux.cgroup_pids(folder))
+    linux.kill(sorted(pids))
+    kinds = ("s", "p", "v", "u")
+    links = sorted(n for n in linux.links() if n.startswith(plan.PREFIX) and orphan(n, 3) and n[7:8] in kinds)
+    lines = [f"link del {n}" for n in links] + [f"netns del {n}" for n in spaces]
+    linux.ip_batch(lines, force=True)
+    removed += [f"interface {n}" for n in links] + [f"namespace {n}" for n in spaces]
+    for folder in state.orphan_dirs():
+        for target in linux.mounts_under(folder):
+            linux.unmount(target)
+            removed.append(f"mount {target}")
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(f"directory {folder}")
+    for folder in cgroup_dirs:
+        linux.remove_cgroup(folder)
+        removed.append(f"cgroup {folder}")
+    return removed
+
