@@ -1,0 +1,192 @@
+"""``vnetbench sweep``: one kernel over topologies x rank counts x repetitions, stored run by run.
+
+Without options it runs a short version of the study's matrix (``--study quick``); ``--study
+namd`` and ``--study stream`` run the study's two experiments, scaled to this machine.
+Explicit --kernel, --topologies, --ranks and --repeat override the study's. Kernel options
+follow as in ``vnetbench run``. Combinations that cannot run here are listed before anything
+starts; each topology is brought up once; each finished run is appended to the store at
+once, so Ctrl-C loses nothing finished, and --resume runs only what the store lacks.
+Exit 0 when every run passed, 1 when any failed, 2 on bad input (nothing started).
+"""
+
+import argparse
+import sys
+import time
+
+from vnetbench import kernels
+from vnetbench.errors import UsageError
+from vnetbench.options import float_range, int_range
+from vnetbench.store import DEFAULT_PATH
+
+from .run import MAX_RANKS, rank_options
+
+
+def name_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give names separated by commas")
+    return list(dict.fromkeys(names))
+
+
+def rank_list(text: str) -> list[int]:
+    parse = int_range(1, MAX_RANKS)
+    try:
+        counts = sorted({parse(part.strip()) for part in text.split(",") if part.strip()})
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}; give rank counts such as 2,4,8") from None
+    if not counts:
+        raise argparse.ArgumentTypeError(f"{text!r} names no rank count; give counts such as 2,4,8")
+    return counts
+
+
+def register(sub):
+    from vnetbench.studies import STUDIES
+
+    parser = sub.add_parser("sweep", help="run a kernel over topologies x rank counts x repetitions",
+                            description=__doc__.replace("``", ""), add_help=False)
+    parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
+    parser.add_argument("--kernel", metavar="K", help=f"one of: {', '.join(kernels.names())}")
+    parser.add_argument("--topologies", type=name_list, metavar="A,B,..", help="presets or topology files")
+    parser.add_argument("--ranks", type=rank_list, metavar="N,M,..", help="rank counts")
+    parser.add_argument("--repeat", type=int_range(1, 1000), metavar="R", help="repetitions of each combination")
+    parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH",
+                        help=f"results store, JSON Lines (default {DEFAULT_PATH})")
+    parser.add_argument("--resume", action="store_true", help="skip runs the store already holds (passed)")
+    parser.add_argument("--fail-fast", action="store_true",
+                        help="stop at the first run that fails, and refuse to start when any combination "
+                             "cannot run here")
+    parser.add_argument("--dry-run", action="store_true", help="show the plan and exit")
+    parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
+                        help="seconds before a run is killed and recorded as 'timeout' (default: per kernel)")
+    parser.add_argument("--bind", choices=["core", "none"], help="as in run (default: core when ranks fit)")
+    kernels.add_rank_options(parser)
+    parser.add_argument("-h", "--help", action="store_true", help="show help (with --kernel: its options)")
+    parser.set_defaults(func=handle, parser=parser, takes_extra=True)
+
+
+def say(text: str) -> None:
+    print(f"vnetbench: {text}", file=sys.stderr, flush=True)
+
+
+def settle(args):
+    """The study the options start from, and the kernel, params, topologies, ranks and repeat they make."""
+    from vnetbench import studies
+
+    study = studies.get(args.study or "quick")
+    kernel = args.kernel or study.kernel
+    if kernel not in kernels.names():
+        raise UsageError(f"--kernel: unknown kernel {kernel!r}; choose from {', '.join(kernels.names())}")
+    if args.help:
+        print_help(args.parser, kernel)
+        raise SystemExit(0)
+    base_argv = study.kernel_argv if kernel == study.kernel else []
+    params = kernels.parse_params(kernel, [*base_argv, *args.extra])
+    return study, kernel, params, args.topologies or study.topologies, args.ranks or study.ranks, \
+        args.repeat or study.repeat
+
+
+def print_help(parser, kernel: str) -> None:
+    parser.print_help()
+    if kernel in kernels.names():
+        sub = argparse.ArgumentParser(add_help=False, usage=argparse.SUPPRESS)
+        kernels.get(kernel).add_arguments(sub)
+        print(f"\nkernel {kernel}: {kernels.get(kernel).DESCRIPTION}")
+        print(sub.format_help().rstrip())
+
+
+def handle(args) -> int:
+    from vnetbench import sweep
+    from vnetbench.store import Store
+
+    study, kernel, params, topology_names, rank_counts, repeat = settle(args)
+    store = Store(args.store)
+    store.check_writable()
+    plan = sweep.plan(kernel, params, topology_names, rank_counts, repeat, bind=args.bind,
+                      run_options=rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
+                      optional_topologies=args.topologies is None)
+    if plan.skipped and args.fail_fast:
+        what, why = plan.skipped[0]
+        raise UsageError(f"--fail-fast: {what} cannot run here: {why} ({len(plan.skipped)} such combination(s))")
+    describe_plan(args, study, plan, topology_names, rank_counts)
+    if args.dry_run or not plan.jobs:
+        return 0
+    started, records = time.monotonic(), []
+    try:
+        run_with_progress(plan, store, args.fail_fast, records)
+    except KeyboardInterrupt:
+        say(f"interrupted: {len(records)} finished run(s) of {len(plan.jobs)} are in {args.store}, the run in "
+            "flight left no record; the same command with --resume does the rest")
+        raise
+    return finish(args, plan, records, time.monotonic() - started)
+
+
+def describe_plan(args, study, plan, topology_names, rank_counts) -> None:
+    from vnetbench.summary import params_label
+
+    setting = params_label(plan.kernel, plan.params, [])
+    if args.study or not (args.kernel or args.topologies or args.ranks):
+        say(f"study {study.name}: {study.description}")
+        for note in study.notes:
+            say(f"  {note}")
+    say(f"sweep: {plan.kernel}{f' ({setting})' if setting else ''} on {', '.join(topology_names)} x ranks "
+        f"{','.join(map(str, rank_counts))} x {plan.repeat} repetition(s) -> {args.store}")
+    for what, why in plan.skipped:
+        say(f"  cannot run here, skipped: {what}: {why}")
+    if args.resume:
+        retry = f"; {plan.retried} that did not pass are run again" if plan.retried else ""
+        say(f"  resume: {len(plan.done)} run(s) already in the store{retry}")
+    say(f"  {len(plan.jobs)} run(s) to do on {len({job.topology for job in plan.jobs})} topology(ies)")
+
+
+def run_with_progress(plan, store, fail_fast, records: list) -> None:
+    """Run the plan under a progress bar on stderr; ``records`` grows as runs finish."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from vnetbench import sweep
+
+    console = Console(stderr=True, highlight=False)
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("ETA"),
+               TimeRemainingColumn()]
+    with Progress(*columns, console=console, redirect_stderr=True, redirect_stdout=False) as progress:
+        task = progress.add_task("starting", total=len(plan.jobs), failed=0)
+        failed = 0
+
+        def on_bringup(name):
+            progress.update(task, description=f"bringing up {name}")
+
+        def on_start(job):
+            progress.update(task, description=job.describe(plan.kernel, plan.repeat))
+
+        def on_finish(job, record):
+            nonlocal failed
+            records.append(record)
+            failed += record["status"] != "ok"
+            progress.update(task, advance=1, failed=failed)
+            detail = "" if record["status"] == "ok" else f": {record['validation'].get('detail', '')[:300]}"
+            console.print(f"vnetbench: {job.describe(plan.kernel, plan.repeat)}: {record['status']}{detail}",
+                          markup=False)
+
+        sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
+                      on_finish=on_finish)
+        progress.update(task, description="done")
+
+
+def finish(args, plan, records, seconds) -> int:
+    from vnetbench import report, summary
+
+    bad = [r for r in records if r["status"] != "ok"]
+    shown = plan.done + records
+    if shown:
+        print(report.render_study(summary.build(shown), "table"))
+    stopped = " (stopped by --fail-fast)" if args.fail_fast and bad and len(records) < len(plan.jobs) else ""
+    by_status = {}
+    for record in bad:
+        by_status[record["status"]] = by_status.get(record["status"], 0) + 1
+    failures = ", ".join(f"{n} {status}" for status, n in by_status.items())
+    say(f"{len(records)} run(s) in {seconds:.0f} s, {len(records) - len(bad)} passed"
+        f"{f', {failures}' if failures else ''}{stopped}; appended to {args.store}")
+    say(f"tables: vnetbench report --store {args.store}")
+    return 1 if bad else 0

@@ -1,0 +1,226 @@
+"""Comparing two stores run by run configuration: per-metric change, significance, noise floor, verdict.
+
+A change is a regression only when it is in the bad direction, statistically significant
+(Welch's t-test over the repetitions, two-sided, p < alpha) and larger than both the
+threshold and the noise floor. The noise floor is the larger coefficient of variation of
+the two sides: a shift smaller than the runs' own scatter is not reported as a change, like
+pyperf, which calls such differences "not significant" instead of printing a percentage.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from . import metrics as registry
+from .metrics import Metric
+from .results import config_key, describe_key
+from .stats import Summary, TestResult, change_pct, summarise, welch
+from .summary import worse_pct
+
+VERDICTS = ("regression", "improvement", "untested", "within noise", "within threshold", "not significant",
+            "unchanged")
+
+
+@dataclass
+class Change:
+    key: tuple
+    metric: Metric
+    baseline: Summary
+    current: Summary
+    test: TestResult
+    change_pct: float | None  # current median against baseline median, signed
+    worse_pct: float | None  # the same, positive when worse; None when the direction is unknown
+    noise_floor_pct: float
+    verdict: str
+
+    def to_dict(self, alpha: float) -> dict:
+        kernel, topology, ranks, params, bind, options = self.key
+        return {"kernel": kernel, "topology": topology, "ranks": ranks, "params": params, "bind": bind,
+                "run_options": options,
+                "metric": self.metric.name, "unit": self.metric.unit, "better": self.metric.better,
+                "baseline": self.baseline.to_dict(), "current": self.current.to_dict(),
+                "baseline_median": self.baseline.median, "current_median": self.current.median,
+                "change_pct": self.change_pct, "worse_pct": self.worse_pct, "noise_floor_pct": self.noise_floor_pct,
+                "test": self.test.test, "t": self.test.statistic, "df": self.test.df, "p_value": self.test.p_value,
+                "significant": self.test.significant(alpha), "verdict": self.verdict,
+                "test_note": self.test.reason}
+
+
+@dataclass
+class Comparison:
+    threshold_pct: float
+    alpha: float
+    changes: list[Change] = field(default_factory=list)
+    only_baseline: list[tuple] = field(default_factory=list)
+    only_current: list[tuple] = field(default_factory=list)
+    broken: list[tuple[tuple, dict]] = field(default_factory=list)  # ok in baseline, no ok run now
+
+    @property
+    def regressions(self) -> list[Change]:
+        return [c for c in self.changes if c.verdict == "regression"]
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions or self.broken)
+
+    def counts(self) -> dict[str, int]:
+        out = {verdict: 0 for verdict in VERDICTS}
+        for change in self.changes:
+            out[change.verdict] += 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"threshold_pct": self.threshold_pct, "alpha": self.alpha, "regressed": self.regressed,
+                "counts": self.counts(), "changes": [c.to_dict(self.alpha) for c in self.changes],
+                "only_in_baseline": [describe_key(k, True) for k in self.only_baseline],
+                "only_in_current": [describe_key(k, True) for k in self.only_current],
+                "broken": [{"configuration": describe_key(k, True), "statuses": s} for k, s in self.broken]}
+
+
+def verdict(worse: float | None, test: TestResult, threshold_pct: float, noise_floor_pct: float,
+            alpha: float) -> str:
+    if worse is None:
+        return "unchanged" if test.p_value is None or not test.significant(alpha) else "not significant"
+    if test.p_value is None:
+        return "untested" if abs(worse) > threshold_pct else "within threshold"
+    if not test.significant(alpha):
+        return "not significant"
+    if abs(worse) <= threshold_pct:
+        return "within threshold"
+    if abs(worse) <= noise_floor_pct:
+        return "within noise"
+    return "regression" if worse > 0 else "improvement"
+
+
+def _by_config(records: list[dict]):
+    """config -> (metric name -> (Metric, values)), and config -> statuses of its runs that are not ok."""
+    measured = defaultdict(dict)
+    failed = defaultdict(lambda: defaultdict(int))
+    for record in records:
+        key = config_key(record)
+        if record["status"] != "ok":
+            failed[key][record["status"]] += 1
+            continue
+        for metric, value in registry.extract(record):
+            measured[key].setdefault(metric.name, (metric, []))[1].append(value)
+    return measured, failed
+
+
+def compare(baseline: list[dict], current: list[dict], threshold_pct: float = 5.0, alpha: float = 0.05) -> Comparison:
+    """Every metric of every configuration found in both record lists, with its verdict."""
+    base, base_failed = _by_config(baseline)
+    cur, cur_failed = _by_config(current)
+    result = Comparison(threshold_pct, alpha)
+    for key in sorted(set(base) | set(base_failed) | set(cur) | set(cur_failed), key=str):
+        if key not in base and key not in base_failed:
+            result.only_current.append(key)
+            continue
+        if key not in cur and key not in cur_failed:
+            result.only_baseline.append(key)
+            continue
+        if key in base and key not in cur:
+            result.broken.append((key, dict(cur_failed[key])))
+            continue
+        for name, (metric, before) in base.get(key, {}).items():
+            if name not in cur[key]:
+                continue
+            after = cur[key][name][1]
+            b, c = summarise(before), summarise(after)
+            test = welch(before, after)
+            floor = max((s.cv or 0.0) for s in (b, c)) * 100
+            worse = worse_pct(b.median, c.median, metric.better)
+            result.changes.append(Change(key, metric, b, c, test, change_pct(b.median, c.median), worse, floor,
+                                         verdict(worse, test, threshold_pct, floor, alpha)))
+    return result
+
+
+# --- for people and CI comments ----------------------------------------------------------
+
+SHOWN = ("regression", "improvement", "untested")
+
+
+def _label(key: tuple) -> str:
+    import json
+
+    from .summary import params_label
+
+    kernel, params = key[0], key[3]
+    setting = params_label(kernel, json.loads(params), [])
+    return describe_key(key) + (f", {setting}" if setting else "")
+
+
+def _fmt(value: float | None, digits: str = ".4g") -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 1000 else format(value, digits)
+
+
+def _side(s: Summary) -> str:
+    spread = f" +-{s.spread_pct:.1f}%" if s.n > 1 and s.spread_pct is not None else ""
+    return f"{_fmt(s.median)}{spread} x{s.n}"
+
+
+def rows(result: Comparison, show_all: bool = False) -> tuple[list[str], list[list[str]]]:
+    headers = ["configuration", "metric", "baseline", "current", "change", "p", "noise floor", "verdict"]
+    order = {v: i for i, v in enumerate(VERDICTS)}
+    chosen = [c for c in result.changes if show_all or c.verdict in SHOWN]
+    chosen.sort(key=lambda c: (order[c.verdict], -abs(c.worse_pct or 0)))
+    body = [[_label(c.key), f"{c.metric.name} ({c.metric.unit})" if c.metric.unit else c.metric.name,
+             _side(c.baseline), _side(c.current), "-" if c.change_pct is None else f"{c.change_pct:+.1f}%",
+             "-" if c.test.p_value is None else f"{c.test.p_value:.3g}", f"{c.noise_floor_pct:.1f}%", c.verdict]
+            for c in chosen]
+    return headers, body
+
+
+def summary_lines(result: Comparison) -> list[str]:
+    counts = result.counts()
+    configs = len({c.key for c in result.changes})
+    head = (f"{len(result.regressions)} regression(s), {counts['improvement']} improvement(s) in {len(result.changes)} "
+            f"metric(s) of {configs} configuration(s); threshold {result.threshold_pct:g}%, significance "
+            f"p < {result.alpha:g} (Welch's t-test), noise floor = the larger CV of the two sides")
+    lines = [head]
+    quiet = {v: n for v, n in counts.items() if n and v not in ("regression", "improvement")}
+    if quiet:
+        lines.append("others: " + ", ".join(f"{n} {v}" for v, n in quiet.items()))
+    if counts["untested"]:
+        lines.append("untested: beyond the threshold but with fewer than 2 repetitions on a side; "
+                     "run with --repeat 3 or more to test")
+    for key, statuses in result.broken:
+        lines.append(f"BROKEN: {_label(key)} passed in the baseline and has no passing run now "
+                     f"({', '.join(f'{n} {s}' for s, n in statuses.items())})")
+    if result.only_baseline:
+        lines.append(f"{len(result.only_baseline)} configuration(s) only in the baseline, e.g. "
+                     f"{_label(result.only_baseline[0])}")
+    if result.only_current:
+        lines.append(f"{len(result.only_current)} configuration(s) only in the current store, e.g. "
+                     f"{_label(result.only_current[0])}")
+    return lines
+
+
+def render(result: Comparison, fmt: str = "table", show_all: bool = False) -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(result.to_dict(), indent=2, sort_keys=True)
+    headers, body = rows(result, show_all)
+    if fmt == "markdown":
+        status = "**regressed**" if result.regressed else "no regression"
+        lines = [f"### vnetbench compare: {status}", ""] + [f"- {line}" for line in summary_lines(result)]
+        if body:
+            lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
+        return "\n".join(lines)
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    buffer = StringIO()
+    console = Console(file=buffer, width=200, no_color=True, highlight=False)
+    if body:
+        table = Table(*headers)
+        for row in body:
+            table.add_row(*row)
+        console.print(table, markup=False)
+    for line in summary_lines(result):
+        console.print(line, markup=False, soft_wrap=True)
+    return buffer.getvalue().rstrip()

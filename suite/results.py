@@ -1,0 +1,134 @@
+"""Reading stores for analysis: sound records migrated to the current schema, grouped by configuration.
+
+A configuration is what makes two runs comparable: kernel, topology, ranks, every kernel
+parameter, the binding the ranks ran with and the run options (memory policy, counters). Sweep's ``--resume``, report's cells and
+compare's matching all use ``config_key``.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import records as schema
+from .errors import UsageError
+from .store import Store
+
+# schema version v -> function turning a record of version v into one of version v + 1
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+
+
+def canonical(params) -> str:
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def bind_of(record: dict) -> str | None:
+    """The binding the ranks ran with (``launch.notes.bind``); None for direct launches."""
+    launch = record.get("launch")
+    notes = launch.get("notes") if isinstance(launch, dict) else None
+    bind = notes.get("bind") if isinstance(notes, dict) else None
+    return bind if isinstance(bind, str) else None
+
+
+def topology_name(record: dict) -> str:
+    name = record["topology"].get("name")
+    return name if isinstance(name, str) else "?"
+
+
+def run_options_of(record: dict) -> dict:
+    options = record.get("run_options")
+    return options if isinstance(options, dict) else {}
+
+
+def config_key(record: dict) -> tuple:
+    """(kernel, topology name, ranks, canonical params JSON, bind, canonical run options JSON).
+
+    Run options (memory policy, counters) change what a run measures, so they are part of it.
+    """
+    return (record["kernel"], topology_name(record), record["ranks"], canonical(record["params"]), bind_of(record),
+            canonical(run_options_of(record)))
+
+
+def describe_key(key: tuple, with_params: bool = False) -> str:
+    kernel, topology, ranks, params, bind, options = key
+    text = f"{kernel} x{ranks} on {topology}" + (f", bind {bind}" if bind else "")
+    if options != "{}":
+        text += f", {options}"
+    return f"{text} {params}" if with_params else text
+
+
+@dataclass
+class Skipped:
+    line: int
+    reason: str
+
+
+@dataclass
+class Loaded:
+    path: Path
+    records: list[dict]
+    skipped: list[Skipped] = field(default_factory=list)
+    migrated: int = 0
+    duplicates: int = 0
+
+    def ok(self) -> list[dict]:
+        return [record for record in self.records if record["status"] == "ok"]
+
+    def warnings(self) -> list[str]:
+        out = [f"{self.path}:{item.line}: skipped: {item.reason}" for item in self.skipped]
+        if self.migrated:
+            out.append(f"{self.path}: {self.migrated} record(s) migrated to schema version {schema.SCHEMA_VERSION}")
+        if self.duplicates:
+            out.append(f"{self.path}: {self.duplicates} duplicate record(s) (same run and repetition) ignored")
+        return out
+
+
+def load(path, option: str = "--store") -> Loaded:
+    """The store's sound records; UsageError naming ``option`` when it is missing or of a newer schema."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{option}: {path} does not exist")
+    if path.is_dir():
+        raise UsageError(f"{option}: {path} is a directory, not a store file")
+    records, bad = Store(path).scan()
+    if bad:
+        _refuse_newer(path, bad, option)
+    loaded = Loaded(path, [], [Skipped(item.line, item.reason) for item in bad])
+    seen = set()
+    for record in records:
+        if record["schema_version"] < schema.SCHEMA_VERSION:
+            record = migrate(record, path, option)
+            loaded.migrated += 1
+        identity = (record["run_id"], record["repetition"])
+        if identity in seen:
+            loaded.duplicates += 1
+            continue
+        seen.add(identity)
+        loaded.records.append(record)
+    return loaded
+
+
+def migrate(record: dict, path="", option: str = "--store") -> dict:
+    version = record["schema_version"]
+    while version < schema.SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise UsageError(f"{option}: {path} holds records of schema version {version}, which this "
+                             f"vnetbench (schema {schema.SCHEMA_VERSION}) cannot migrate")
+        record = step(dict(record))
+        version = record["schema_version"] = version + 1
+    return record
+
+
+def _refuse_newer(path: Path, bad, option: str) -> None:
+    lines = path.read_bytes().split(b"\n")
+    for item in bad:
+        try:
+            record = json.loads(lines[item.line - 1])
+            version = record.get("schema_version") if isinstance(record, dict) else None
+        except (ValueError, IndexError):
+            continue
+        if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
+            raise UsageError(f"{option}: {path} holds records of schema version {version} (line {item.line}); "
+                             f"this vnetbench reads versions up to {schema.SCHEMA_VERSION}: upgrade vnetbench "
+                             "to read it")

@@ -1,0 +1,212 @@
+"""Sweeps: one kernel over topologies x rank counts x repetitions, planned up front, run one by one.
+
+``plan`` checks every combination before anything starts and says which cannot run here and
+why; ``execute`` brings each topology up once, runs its jobs, appends each record to the
+store as soon as it exists (``Store.append`` is atomic), and tears the topology down. An
+interrupt propagates: finished runs are already stored, the run in flight leaves no record,
+and ``--resume`` later runs exactly what is missing.
+"""
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import groupby
+
+from . import kernels, runner, topologies
+from .errors import UsageError, VnetbenchError
+from .records import failure_record
+from .results import bind_of, canonical, config_key
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Job:
+    topology: str
+    ranks: int
+    repetition: int
+    bind: str | None  # the binding the ranks will run with; None when only the backend, once up, knows
+
+    def describe(self, kernel: str, repeat: int) -> str:
+        return f"{kernel} x{self.ranks} on {self.topology}, repetition {self.repetition + 1}/{repeat}"
+
+
+@dataclass
+class Plan:
+    kernel: str
+    params: dict
+    repeat: int
+    bind: str | None = None
+    run_options: dict = field(default_factory=dict)
+    timeout: float | None = None
+    topologies: dict = field(default_factory=dict)  # name -> loaded Topology, in sweep order
+    jobs: list[Job] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, why it cannot run here)
+    done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
+    retried: int = 0  # runs in the store that did not pass and are run again
+
+    def key(self, job: Job) -> tuple:
+        return (self.kernel, job.topology, job.ranks, canonical(self.params), job.bind, canonical(self.run_options))
+
+
+def plan(kernel: str, params: dict | None, topology_names: list[str], rank_counts: list[int], repeat: int, *,
+         bind: str | None = None, run_options: dict | None = None, timeout: float | None = None,
+         store: Store | None = None, resume: bool = False, optional_topologies: bool = False) -> Plan:
+    """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
+
+    Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
+    topologies this host cannot realise (no root, no netns) are skipped and reported.
+    """
+    if repeat < 1:
+        raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
+    run_options = runner.check_rank_options(run_options)
+    full = None
+    kernel_ok = {}
+    for ranks in rank_counts:
+        try:
+            _, full = runner.prepare(kernel, params, ranks)
+            kernel_ok[ranks] = None
+        except UsageError as exc:
+            kernel_ok[ranks] = str(exc)
+    if full is None:
+        raise UsageError(next(iter(kernel_ok.values())))
+    result = Plan(kernel, full, repeat, bind, run_options, timeout)
+    for name in topology_names:
+        try:
+            topo = topologies.load(name)
+            _preflight(topo)
+        except UsageError as exc:
+            if not optional_topologies and not getattr(exc, "host_limit", False):
+                raise UsageError(f"--topologies: {name}: {exc}") from None
+            result.skipped.append((f"{name} (all rank counts)", str(exc)))
+            continue
+        result.topologies[name] = topo
+        runnable = []
+        for ranks in rank_counts:
+            why = kernel_ok[ranks] or _cannot_place(topo, ranks, bind)
+            if why:
+                result.skipped.append((f"{kernel} x{ranks} on {name}", why))
+            else:
+                runnable.append((ranks, _expected_bind(topo, ranks, bind)))
+        # repetitions outermost, so that slow drift of the machine spreads over every configuration
+        result.jobs += [Job(name, ranks, rep, expect) for rep in range(repeat) for ranks, expect in runnable]
+    if not result.jobs:
+        reasons = "; ".join(f"{what}: {why}" for what, why in result.skipped) or "nothing was asked for"
+        raise UsageError(f"nothing in this sweep can run here: {reasons}")
+    if resume and store is not None and store.path.exists():
+        _drop_done(result, store)
+    return result
+
+
+def _preflight(topo) -> None:
+    """The backend's own checks that need nothing brought up (root, tools), where it has them."""
+    if topo.backend not in topologies.BACKENDS:
+        raise UsageError(f"backend {topo.backend!r} is not available in this vnetbench")
+    module = importlib.import_module(f"vnetbench.topologies.{topologies.BACKENDS[topo.backend].split(':')[0]}")
+    check = getattr(module, "preflight", None)
+    if check is not None:
+        try:
+            check(topo)
+        except UsageError as exc:
+            exc.host_limit = True  # about this host (no root, no tools), not about what was typed
+            raise
+
+
+def _cannot_place(topo, ranks: int, bind: str | None) -> str | None:
+    vms = len(getattr(topo, "vms", []) or [])
+    if vms and ranks < vms:
+        return f"{ranks} rank(s) for {vms} VMs would leave a VM idle; use at least {vms} ranks"
+    try:
+        _expected_bind(topo, ranks, bind)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def _expected_bind(topo, ranks: int, bind: str | None) -> str | None:
+    """The binding a run will record, known before bring-up only for the local backend."""
+    if topo.backend != "local":
+        return None
+    from .mpi import usable_cpus
+    from .topologies.local import binding
+
+    return binding(ranks, usable_cpus(), bind)[2]["bind"]
+
+
+def _slot(key: tuple, repetition: int) -> tuple:
+    return key[:4] + key[5:], repetition  # without bind, which may be unknown until bring-up
+
+
+def _drop_done(result: Plan, store: Store) -> None:
+    records, _ = store.scan()
+    passed, failed = {}, set()
+    for record in records:
+        slot = _slot(config_key(record), record["repetition"])
+        if record["status"] == "ok":
+            passed.setdefault(slot, []).append(record)
+        else:
+            failed.add(slot)
+    remaining = []
+    for job in result.jobs:
+        slot = _slot(result.key(job), job.repetition)
+        found = [r for r in passed.get(slot, []) if job.bind is None or bind_of(r) == job.bind]
+        if found:
+            result.done.append(found[0])
+        else:
+            result.retried += slot in failed
+            remaining.append(job)
+    result.jobs = remaining
+
+
+def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Callable | None = None,
+            on_start: Callable | None = None, on_finish: Callable | None = None) -> list[dict]:
+    """Run the plan's jobs; every record is appended to ``store`` before the next job starts."""
+    records = []
+    for name, jobs in groupby(plan.jobs, key=lambda job: job.topology):
+        jobs = list(jobs)
+        if on_bringup:
+            on_bringup(name)
+        try:
+            realised = topologies.realise(plan.topologies[name])
+        except VnetbenchError as exc:
+            for job in jobs:
+                topology = {"name": name, "backend": plan.topologies[name].backend, "spec": None}
+                record = _failure(plan, job, topology, f"{name} could not be brought up: {exc}")
+                if _finish(plan, store, job, record, records, on_finish) and fail_fast:
+                    return records
+            continue
+        with realised as up:
+            specs = {}
+            for job in jobs:
+                if on_start:
+                    on_start(job)
+                record = _run(plan, up, specs, job)
+                if _finish(plan, store, job, record, records, on_finish) and fail_fast:
+                    return records
+    return records
+
+
+def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
+    try:
+        if job.ranks not in specs:
+            specs[job.ranks] = up.launch(job.ranks, plan.bind)
+        module = kernels.get(plan.kernel)
+        timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
+        return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,
+                               rank_options=plan.run_options)
+    except VnetbenchError as exc:  # the backend refused this rank count, or mpirun could not start
+        return _failure(plan, job, up.describe(), f"could not launch: {exc}")
+
+
+def _failure(plan: Plan, job: Job, topology: dict, detail: str) -> dict:
+    return failure_record(kernel=plan.kernel, params=plan.params, ranks=job.ranks, status="failed", detail=detail,
+                          topology=topology, repetition=job.repetition, launch={"notes": {"bind": job.bind}},
+                          run_options=plan.run_options)
+
+
+def _finish(plan, store, job, record, records, on_finish) -> bool:
+    """Store the record, report it; True when it did not pass."""
+    store.append(record)
+    records.append(record)
+    if on_finish:
+        on_finish(job, record)
+    return record["status"] != "ok"
