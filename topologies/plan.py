@@ -294,9 +294,10 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
     prte_mca = {"plm_ssh_agent": agent or agent_command(), "plm_ssh_no_tree_spawn": "1",
                 "prte_if_include": lay.subnet}
     argv = ["--host", ",".join(f"{vm.hostname}:{counts[vm.index]}" for vm in used), "-n", str(ranks),
-            "--map-by", "slot" if lay.placement == "block" else "node", *args,
-            # daemons stay in mpirun's session, so that ending the session ends the whole job
-            "--leave-session-attached"]
+            "--map-by", "slot" if lay.placement == "block" else "node", *args]
+    # not --leave-session-attached: with it, mpirun hung after its job in about 1 run in 5 here.
+    # Daemons detach from mpirun's session instead; they end with mpirun (lost lifeline), and
+    # a teardown ends every process inside the VMs.
     for key, value in prte_mca.items():
         argv += ["--prtemca", key, value]
     argv += mca_args(mpi_mca)

@@ -165,7 +165,6 @@ def test_launch_on_4vm_4vswitch():
     assert option(argv, "--host") == ["4vm-4vswitch-vm1:1,4vm-4vswitch-vm2:1,4vm-4vswitch-vm3:1,4vm-4vswitch-vm4:1"]
     assert option(argv, "-n") == ["4"] and option(argv, "--map-by") == ["slot"]
     assert option(argv, "--bind-to") == ["none"]
-    assert "--leave-session-attached" in argv
     assert mca(argv, "--prtemca") == {"plm_ssh_agent": "/venv/bin/python -m vnetbench.topologies.agent",
                                       "plm_ssh_no_tree_spawn": "1", "prte_if_include": "10.213.7.0/24"}
     assert mca(argv) == {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": "10.213.7.0/24", "osc": "^ucx",

@@ -1,0 +1,237 @@
+"""The netns backend for real: VMs as namespaces, switches as bridges, uplinks shaped by tbf.
+
+Each test brings topologies up through the ``vnetbench`` command, as a user would, and the
+``host_unchanged`` fixture checks that the host is exactly as before once they are down.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import json_lines, requires_mpi, vnetbench
+from tests.emulation.conftest import requires_netns, snapshot
+
+pytestmark = [pytest.mark.emulation, requires_netns, pytest.mark.timeout(240)]
+
+
+def state_of(name: str) -> dict:
+    from vnetbench.topologies import spec, state
+
+    return state.read(spec.load_topology(name).id)
+
+
+def in_vm(st: dict, vm: str, *argv) -> str:
+    entry = next(v for v in st["layout"]["vms"] if v["name"] == vm)
+    return subprocess.run(["nsenter", f"--net=/run/netns/{entry['netns']}", f"--uts={entry['uts']}", *argv],
+                          capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+def pingpong_1mib(topology: str, store) -> float:
+    proc = vnetbench("run", "pingpong", "--topology", topology, "--ranks", "2", "--min-size", "1048576",
+                     "--max-size", "1048576", "--large-iterations", "20", "--large-warmup", "2",
+                     "--bw-iterations", "25", "--window", "16", "--store", store, "--json", timeout=200, check=0)
+    record = json_lines(proc.stdout)[0]
+    assert record["status"] == "ok", record["validation"]
+    return record["metrics"]["sizes"][-1]["bandwidth_mbps"]
+
+
+def test_up_and_down_leave_the_host_exactly_as_it_was(host_unchanged):
+    host_unchanged('4vm-4vswitch')
+    vnetbench("topology", "up", "4vm-4vswitch", check=0)
+    st = state_of("4vm-4vswitch")
+    up = snapshot()
+    tid = st["id"]
+    assert len([n for n in up["namespaces"] if n.startswith(f"vnb-{tid}-")]) == 4
+    assert sorted(b for b in up["bridges"] if b.startswith(f"vnb{tid}")) == [f"vnb{tid}p"] + [f"vnb{tid}s{i}" for i in range(4)]
+    tbf = [q for q in up["qdiscs"] if q[0].startswith(f"vnb{tid}u") and q[1] == "tbf"]
+    assert len(tbf) == 8  # both ends of four uplinks
+    assert in_vm(st, "vm3", "hostname").strip() == "4vm-4vswitch-vm3"
+    assert "10.213." in in_vm(st, "vm2", "ip", "-br", "addr", "show", "dev", "eth0")
+    assert in_vm(st, "vm1", "ip", "-br", "link", "show", "dev", "lo").split()[1] in ("UNKNOWN", "UP")
+    for vm in st["layout"]["vms"]:
+        cpuset = st["cgroups"].get("cpuset", {}).get(vm["name"])
+        if cpuset:
+            assert open(os.path.join(cpuset, "cpuset.cpus")).read().strip() == ",".join(map(str, vm["cpus"]))
+        memory = st["cgroups"].get("memory", {}).get(vm["name"])
+        if memory:
+            assert int(open(os.path.join(memory, "memory.limit_in_bytes")).read()) == vm["memory"]
+    status = json.loads(vnetbench("topology", "status", "--json", check=0).stdout)
+    assert [row["name"] for row in status] == ["4vm-4vswitch"] and not status[0]["stale"]
+    again = vnetbench("topology", "up", "4vm-4vswitch", check=0)
+    assert "was already up" in again.stdout
+    vnetbench("topology", "down", "4vm-4vswitch", check=0)
+    assert snapshot() == host_unchanged.before
+
+
+@requires_mpi
+def test_halo_across_4vm_4vswitch_puts_each_rank_in_its_vm(host_unchanged, tmp_path):
+    host_unchanged('4vm-4vswitch')
+    proc = vnetbench("run", "halo", "--topology", "4vm-4vswitch", "--ranks", "4", "--steps", "20",
+                     "--global", "24,24,24", "--json", "--store", tmp_path / "s.jsonl", timeout=200, check=0)
+    record = json_lines(proc.stdout)[0]
+    assert record["status"] == "ok", record["validation"]
+    assert record["topology"]["name"] == "4vm-4vswitch" and record["topology"]["backend"] == "netns"
+    assert record["topology"]["attached"] is False
+    vms = {vm["name"]: vm for vm in record["topology"]["vms"]}
+    placement = sorted(record["placement"], key=lambda p: p["rank"])
+    assert [p["vm"] for p in placement] == ["vm1", "vm2", "vm3", "vm4"]
+    assert [p["switch"] for p in placement] == ["vswitch1", "vswitch2", "vswitch3", "vswitch4"]
+    for p in placement:
+        vm = vms[p["vm"]]
+        assert p["hostname"] == vm["hostname"] == f"4vm-4vswitch-{p['vm']}"
+        assert list(p["addresses"].values()) == [vm["address"]]
+        assert set(p["cpus"]) <= set(vm["cpus"])
+    assert len({p["netns"] for p in placement}) == 4 and len({p["utsns"] for p in placement}) == 4
+    assert record["launch"]["mca"]["btl_tcp_if_include"] == record["topology"]["subnet"]
+    assert "yield_when_idle" in record["launch"]["notes"]
+    assert snapshot() == host_unchanged.before  # the run brought it up, so the run took it down
+
+
+@requires_mpi
+def test_a_rank_outside_its_vm_fails_validation(host_unchanged, tmp_path, monkeypatch):
+    """The check is real: the same run, told to expect other addresses, comes out invalid."""
+    host_unchanged("2vm-1vswitch")
+    from vnetbench import runner, topologies
+
+    topology = topologies.load("2vm-1vswitch")
+    with topologies.realise(topology) as realised:
+        spec = realised.launch(2)
+        spec.expected_placement = list(reversed(spec.expected_placement))
+        monkeypatch.setattr(realised, "launch", lambda ranks, bind=None: spec)
+        records = runner.run_kernel("pingpong", {"max_size": 64, "iterations": 50, "bw_iterations": 2}, 2,
+                                    realised=realised)
+    assert records[0]["status"] == "invalid"
+    assert "rank 0 runs on '2vm-1vswitch-vm1', expected '2vm-1vswitch-vm2'" in records[0]["validation"]["detail"]
+
+
+@requires_mpi
+def test_a_shaped_uplink_is_slower_than_an_unshaped_bridge(host_unchanged, tmp_path):
+    host_unchanged('2vm-2vswitch', '2vm-1vswitch')
+    shaped = pingpong_1mib("2vm-2vswitch", tmp_path / "s.jsonl")
+    unshaped = pingpong_1mib("2vm-1vswitch", tmp_path / "s.jsonl")
+    assert shaped <= 125 * 1.05, f"{shaped:.1f} MB/s through a 1 Gbit/s (125 MB/s) uplink"
+    assert unshaped > 2 * shaped, f"unshaped {unshaped:.1f} MB/s vs shaped {shaped:.1f} MB/s"
+
+
+@requires_mpi
+def test_sigterm_during_a_run_leaves_nothing_behind(host_unchanged, tmp_path):
+    host_unchanged('2vm-2vswitch')
+    from vnetbench.topologies import linux
+
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--topology", "2vm-2vswitch",
+                             "--ranks", "2", "--iterations", "10000000", "--max-size", "8",
+                             "--store", str(tmp_path / "s.jsonl")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        inodes, ranks = set(), []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(ranks) < 2:
+            st = state_of("2vm-2vswitch")
+            if st and st.get("complete"):
+                inodes = {linux.netns_inode(vm["netns"]) for vm in st["layout"]["vms"]} - {None}
+                ranks = [p for p in linux.pids_in_netns(inodes) if b"vnetbench.kernels" in _cmdline(p)]
+            time.sleep(0.2)
+        assert len(ranks) == 2, "the ranks never started in their VMs"
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code != 0
+    assert not [p for p in ranks if _running(p)], "ranks survived"
+    assert linux.pids_in_netns(inodes) == []
+    assert snapshot() == host_unchanged.before
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan waits for init to reap it, which can take a moment)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+@requires_mpi
+def test_two_topologies_can_be_up_at_once(host_unchanged):
+    host_unchanged('2vm-1vswitch', '2vm-2vswitch')
+    vnetbench("topology", "up", "2vm-1vswitch", check=0)
+    vnetbench("topology", "up", "2vm-2vswitch", check=0)
+    a, b = state_of("2vm-1vswitch"), state_of("2vm-2vswitch")
+    assert a["layout"]["subnet"] != b["layout"]["subnet"]
+    for name in ("2vm-1vswitch", "2vm-2vswitch"):
+        proc = vnetbench("exec", "--topology", name, "--ranks", "2", "--", "hostname", timeout=120, check=0)
+        assert sorted(proc.stdout.split()) == [f"{name}-vm1", f"{name}-vm2"]
+    assert state_of("2vm-1vswitch") and state_of("2vm-2vswitch"), "exec took down a topology it did not bring up"
+    in_a = a["layout"]["vms"][0]
+    out = subprocess.run(["ip", "netns", "exec", in_a["netns"], "ping", "-c", "1", "-W", "1",
+                          b["layout"]["vms"][0]["address"]], capture_output=True, text=True)
+    assert out.returncode != 0, "two topologies must not reach each other"
+    status = json.loads(vnetbench("topology", "status", "--json", check=0).stdout)
+    assert sorted(row["name"] for row in status) == ["2vm-1vswitch", "2vm-2vswitch"]
+    vnetbench("topology", "down", "2vm-1vswitch", check=0)
+    vnetbench("topology", "down", "2vm-2vswitch", check=0)
+
+
+def test_a_subnet_taken_by_a_topology_that_is_up_is_refused(host_unchanged, tmp_path):
+    host_unchanged('2vm-1vswitch')
+    vnetbench("topology", "up", "2vm-1vswitch", check=0)
+    taken = state_of("2vm-1vswitch")["layout"]["subnet"]
+    path = tmp_path / "clash.yaml"
+    path.write_text(f"name: clash\nsubnet: {taken}\nvms:\n  - {{name: a, vcpus: 1, memory: 256MB, switch: s}}\n"
+                    f"switches: [{{name: s}}]\n")
+    proc = vnetbench("topology", "up", path, check=2)
+    assert f"{path}:2: subnet: {taken} overlaps topology '2vm-1vswitch'" in proc.stderr
+    assert state_of("2vm-1vswitch")
+    vnetbench("topology", "down", "2vm-1vswitch", check=0)
+
+
+@requires_mpi
+def test_exec_runs_any_program_inside_the_vms(host_unchanged):
+    host_unchanged('4vm-1vswitch')
+    proc = vnetbench("exec", "--topology", "4vm-1vswitch", "--ranks", "4", "--", "sh", "-c",
+                     "echo $(hostname) $(cat /proc/self/cgroup | grep -c vnb-)", timeout=120, check=0)
+    lines = sorted(proc.stdout.splitlines())
+    assert [line.split()[0] for line in lines] == [f"4vm-1vswitch-vm{i}" for i in range(1, 5)]
+    assert snapshot() == host_unchanged.before
+
+
+def test_cleanup_removes_what_a_killed_run_left(host_unchanged):
+    host_unchanged('2vm-2vswitch')
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "exec", "--topology", "2vm-2vswitch", "--ranks", "2",
+                             "--", "sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (state_of("2vm-2vswitch") or {}).get("complete"):
+            time.sleep(0.1)
+        time.sleep(1)
+        proc.kill()  # no handler runs: what it brought up stays behind
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    status = json.loads(vnetbench("topology", "status", "--json", check=0).stdout)
+    assert [row["stale"] for row in status] == [True]
+    proc = vnetbench("topology", "cleanup", check=0)
+    assert "removed topology 2vm-2vswitch" in proc.stdout
+    assert snapshot() == host_unchanged.before
+
+
+def test_the_agent_refuses_hosts_that_are_not_vms(host_unchanged):
+    proc = subprocess.run([sys.executable, "-m", "vnetbench.topologies.agent", "localhost", "id"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 255 and "refused" in proc.stderr
