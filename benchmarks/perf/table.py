@@ -1,0 +1,51 @@
+"""The verdicts as a plain-text or markdown table."""
+
+from .measure import Verdict
+
+HEADER = ("target", "unit", "C reference", "vnetbench", "measured", "threshold", "result")
+
+
+def _number(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    digits = 3 if unit in ("us", "ms", "s") else 0
+    return f"{value:,.{digits}f}"
+
+
+def _measured(v: Verdict) -> str:
+    if v.measured is None:
+        return "-"
+    if v.check.kind == "ratio":
+        return f"{v.measured * 100:.1f}%"
+    return f"{v.measured:+.3f} {v.check.unit}"
+
+
+def _threshold(v: Verdict) -> str:
+    c = v.check
+    sign = "<" if c.strict else ("<=" if not (c.kind == "ratio" and c.higher_is_better) else ">=")
+    if c.kind == "ratio":
+        return f"{sign} {c.threshold * 100:.0f}%"
+    return f"{sign} {c.threshold:+.2f} {c.unit}"
+
+
+def rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
+    return [(v.check.label, v.check.unit, _number(v.reference, v.check.unit), _number(v.subject, v.check.unit),
+             _measured(v), _threshold(v), "PASS" if v.passed else "FAIL") for v in verdicts]
+
+
+def render(verdicts: list[Verdict], markdown: bool = False) -> str:
+    body = rows(verdicts)
+    if markdown:
+        lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(row[i]) for row in [HEADER, *body]) for i in range(len(HEADER))]
+    right = {2, 3, 4}
+    def line(row):
+        return "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+                         for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+    return "\n".join([line(HEADER), line(tuple("-" * w for w in widths)), *map(line, body)])
+
+
+def problems(verdicts: list[Verdict]) -> list[str]:
+    return [f"{v.check.label}: {v.problem}" for v in verdicts if v.problem]

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""vnetbench against C references of the same loops, measured alternately in one run; prints ratios.
+
+    python benchmarks/run_perf.py            # full: the kernels' default counts, 7 repetitions
+    python benchmarks/run_perf.py --quick    # fewer repetitions and iterations
+    python benchmarks/run_perf.py --json     # machine output (every sample kept)
+
+Exit codes: 0 every target met, 1 a target missed or a run failed, 2 the harness could not run.
+Run it with the virtual environment's Python: the references are compiled with its mpicc and
+vnetbench is started from it. See benchmarks/README.md.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perf import FORMAT_VERSION, HarnessError, build, measure, table, targets  # noqa: E402
+
+PAIRS = ("stream", "pingpong", "halo", "overhead")
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="run_perf.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and iterations")
+    parser.add_argument("--repeat", type=int, metavar="R",
+                        help="repetitions of each kernel pair (default 7; 3 with --quick)")
+    parser.add_argument("--only", metavar="NAMES", default=",".join(PAIRS),
+                        help=f"comma-separated subset of {','.join(PAIRS)}")
+    parser.add_argument("--ranks", type=int, help="ranks per run (default: the usable cores, at least 2)")
+    parser.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
+                        help="before each run, wait up to S seconds for other processes to leave the cores "
+                             "(almost) idle (default 0: do not wait)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--save", metavar="FILE", help="also write the JSON document to FILE")
+    args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in PAIRS]
+    if unknown or not chosen:
+        parser.error(f"--only: {','.join(unknown) or 'nothing'} is not allowed; choose from {','.join(PAIRS)}")
+    for option, value, lowest in (("--repeat", args.repeat, 1), ("--ranks", args.ranks, 2)):
+        if value is not None and value < lowest:
+            parser.error(f"{option}: {value} is not allowed; use a whole number >= {lowest}")
+    if args.quiet_wait < 0:
+        parser.error("--quiet-wait: must be >= 0")
+    args.only = chosen
+    return args
+
+
+def environment(settings) -> dict:
+    from vnetbench import mpi
+
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"hostname": platform.node(), "cpu": cpu, "usable_cpus": mpi.usable_cpus(), "open_mpi": mpi.version(),
+            "compiler": build.compiler_version(), "flags": build.FLAGS, "python": platform.python_version(),
+            "ranks": settings.ranks, "loadavg_start": os.getloadavg()[0]}
+
+
+def make_pairs(names, settings, binaries, store):
+    from vnetbench import mpi, topologies
+
+    # the same mpirun arguments as `vnetbench run` on this host, for C and Python alike
+    with topologies.realise(topologies.load("native")) as up:
+        spec = up.launch(settings.ranks)
+    launch = [str(mpi.mpirun()), *spec.mpirun_args]
+    makers = {
+        "stream": lambda: targets.stream_pair(settings, launch, binaries["stream_ref"]),
+        "pingpong": lambda: targets.pingpong_pair(settings, launch, binaries["pingpong_ref"]),
+        "halo": lambda: targets.halo_pair(settings, launch, binaries["halo_ref"]),
+        "overhead": lambda: targets.overhead_pair(settings, launch, store),
+    }
+    return [makers[name]() for name in names], launch
+
+
+def document(command, info, settings, launch, pairs, results, verdicts) -> dict:
+    def per_side(name, attribute):
+        return {side: getattr(results[name][side], attribute) for side in measure.SIDES}
+
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": command,
+        "passed": all(v.passed for v in verdicts),
+        "environment": info,
+        "settings": vars(settings),
+        "launch": launch,
+        "pairs": {p.name: {"reference": p.reference, "subject": p.subject, "repeat": p.repeat, "notes": p.notes,
+                           "walls_s": per_side(p.name, "walls"), "others_busy_cores": per_side(p.name, "others_busy"),
+                           "samples": per_side(p.name, "values"), "problems": per_side(p.name, "problems")}
+                  for p in pairs},
+        "targets": [v.to_dict() for v in verdicts],
+    }
+
+
+def header(command, info, settings, launch) -> str:
+    busy = info["others_busy_cores_median"]
+    return "\n".join([
+        f"{command}  |  {info['cpu']}, {info['usable_cpus']} cpus, Open MPI {info['open_mpi']}, "
+        f"{info['compiler']} {' '.join(build.FLAGS)}",
+        f"{settings.ranks} ranks, mpirun {' '.join(launch[1:])}; {settings.repeat} repetitions per kernel "
+        f"(overhead {settings.overhead_repeat}), C and vnetbench alternating; best repetition of each "
+        f"(overhead: median of paired differences); other processes kept "
+        f"{'?' if busy is None else f'{busy:.1f}'} cores busy (median over runs); {info['duration_s']:.0f} s",
+    ])
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    from vnetbench import mpi
+
+    ranks = args.ranks or max(2, mpi.usable_cpus())
+    settings = targets.Settings.make(args.quick, ranks, args.repeat)
+    started = time.time()
+    try:
+        binaries = build.compile_all()
+    except HarnessError as exc:
+        print(f"run_perf: error: {exc}", file=sys.stderr)
+        return 2
+    info = environment(settings)
+    with tempfile.TemporaryDirectory(prefix="vnetbench-perf-") as tmp:
+        pairs, launch = make_pairs(args.only, settings, binaries, Path(tmp) / "results.jsonl")
+        results = measure.measure(pairs, lambda text: print(f"run_perf: {text}", file=sys.stderr, flush=True),
+                                  args.quiet_wait)
+    verdicts = measure.verdicts(pairs, results)
+    busy = [b for per_pair in results.values() for side in per_pair.values() for b in side.others_busy
+            if b is not None]
+    info.update(loadavg_end=os.getloadavg()[0], duration_s=round(time.time() - started, 1),
+                others_busy_cores_median=round(statistics.median(busy), 2) if busy else None)
+    command = " ".join(["python benchmarks/run_perf.py", *argv])
+    doc = document(command, info, settings, launch, pairs, results, verdicts)
+    if args.save:
+        Path(args.save).write_text(json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(header(command, info, settings, launch))
+        print(table.render(verdicts, markdown=args.markdown))
+        for line in table.problems(verdicts):
+            print(f"  problem: {line}")
+        print("all targets met" if doc["passed"] else "some targets missed")
+    return 0 if doc["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
