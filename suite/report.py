@@ -200,6 +200,7 @@ def _header_lines(context: dict) -> list[str]:
     if context.get("store"):
         lines.append(f"store {context['store']}: {context.get('records', 0)} record(s), "
                      f"{context.get('not_ok', 0)} not ok (not measured), baseline {context.get('baseline')}")
+    lines += [f"no passing run: {item}" for item in context.get("unmeasured", [])]
     return lines
 
 

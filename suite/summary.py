@@ -195,3 +195,14 @@ def _scaling(row: Row, metric: Metric, rank_counts: list[int]) -> list[Step]:
 
 def to_json(tables: list[StudyTable], **context) -> dict:
     return {**context, "tables": [table.to_dict() for table in tables]}
+
+
+def unmeasured(records: list[dict]) -> list[str]:
+    """Configurations that ran but never passed (so no cell shows them), as 'halo x4 on native: 2 timeout'."""
+    from .results import config_key, describe_key
+
+    statuses = defaultdict(lambda: defaultdict(int))
+    for record in records:
+        statuses[config_key(record)][record["status"]] += 1
+    return [f"{describe_key(key)}: {', '.join(f'{n} {s}' for s, n in sorted(seen.items()))}"
+            for key, seen in statuses.items() if "ok" not in seen]

@@ -55,7 +55,8 @@ def handle(args) -> int:
     tables = summary.build(loaded.records, args.baseline)
     context = {"store": str(loaded.path), "baseline": args.baseline, "records": len(loaded.records),
                "not_ok": len(loaded.records) - len(loaded.ok()),
-               "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped]}
+               "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped],
+               "unmeasured": summary.unmeasured(loaded.records)}
     print(report.render_study(tables, args.format, **context))
     if args.plot:
         from vnetbench import plots

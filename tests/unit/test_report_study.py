@@ -178,3 +178,15 @@ def test_report_bad_options(args, message):
 def test_report_missing_store_names_the_option(tmp_path):
     proc = vnetbench("report", "--store", tmp_path / "none.jsonl", check=2)
     assert "--store:" in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_configurations_that_never_passed_are_named(tmp_path):
+    sys.path.insert(0, str(STORES))
+    import craft
+
+    runs = craft.halo("native", 2, [1.0]) + [craft.record("halo", "2vm-2vswitch", 2, 0, {}, status="timeout")]
+    assert summary.unmeasured(runs) == ["halo x2 on 2vm-2vswitch, bind core: 1 timeout"]
+    assert summary.unmeasured(results.load(STUDY).records) == []  # one timeout beside three passes
+    craft.write(tmp_path / "s.jsonl", runs)
+    proc = vnetbench("report", "--store", tmp_path / "s.jsonl", check=0)
+    assert "no passing run: halo x2 on 2vm-2vswitch, bind core: 1 timeout" in proc.stdout
