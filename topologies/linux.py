@@ -211,6 +211,13 @@ def pids_in_netns(inodes: set[int]) -> list[int]:
     return found
 
 
+def command_name(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def kill(pids, grace: float = 2.0) -> None:
     """SIGTERM, then SIGKILL whatever is still there after ``grace`` seconds."""
     pids = [p for p in pids if p != os.getpid()]

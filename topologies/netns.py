@@ -12,6 +12,7 @@ import ipaddress
 import os
 import shutil
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -262,7 +263,9 @@ def teardown(st: dict) -> None:
     pids = set(linux.pids_in_netns(inodes)) if inodes else set()
     for folder in cgroups:
         pids.update(linux.cgroup_pids(folder))
+    daemons = [pid for pid in pids if linux.command_name(pid) == "prted"]
     linux.kill(sorted(pids))
+    _remove_session_dirs(daemons)
     present, spaces = linux.links(), linux.netns_names()
     lines = [f"link del {vm.veth}" for vm in lay.vms if vm.veth in present]
     lines += [f"link del {sw.uplink[0]}" for sw in lay.switches if sw.uplink and sw.uplink[0] in present]
@@ -273,7 +276,6 @@ def teardown(st: dict) -> None:
         linux.unmount(vm.uts)
     for folder in cgroups:
         linux.remove_cgroup(folder)
-    _remove_runtime_files(lay)
     left = leftovers(lay, cgroups)
     if left:
         raise LaunchError(f"topology {lay.name!r} could not be removed completely; left: {', '.join(left)}")
@@ -290,12 +292,14 @@ def leftovers(lay: plan.Layout, cgroups=()) -> list[str]:
     return left
 
 
-def _remove_runtime_files(lay: plan.Layout) -> None:
-    """PRRTE's session directories of VMs whose daemons were killed, named after the VM hostnames."""
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    for vm in lay.vms:
-        for leftover in tmp.glob(f"prte.{vm.hostname}.*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+def _remove_session_dirs(daemons: list[int]) -> None:
+    """The session directories (``prted.PID`` in the temporary directory) of VM daemons that were
+    killed, and so could not remove them themselves."""
+    tmp = Path(tempfile.gettempdir())
+    for pid in daemons:
+        folder = tmp / f"prted.{pid}"
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 # ---- status and cleanup -----------------------------------------------------------------

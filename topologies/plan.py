@@ -280,7 +280,7 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
     shared = len({cpu for vm in used for cpu in vm.cpus}) < sum(len(vm.cpus) for vm in used)
     if len(used) > 1 and (shared or ranks >= len(lay.host_cpus)):
         mca["mpi_yield_when_idle"] = "1"
-        why = f"VMs share cores, " if shared else ""
+        why = "VMs share cores, " if shared else ""
         notes["yield_when_idle"] = (f"{ranks} ranks in {len(used)} VMs on {len(lay.host_cpus)} cpus: {why}"
                                     f"{YIELD_WHY}")
     notes.update({

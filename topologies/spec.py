@@ -10,7 +10,7 @@ import ipaddress
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, PrivateAttr, ValidationError, \
