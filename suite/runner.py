@@ -66,7 +66,7 @@ def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_re
     spec = realised.launch(ranks, bind)
     out = []
     for repetition in range(repeat):
-        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options)
+        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options, bind)
         if store is not None:
             store.append(record)
         if on_record:
@@ -75,9 +75,11 @@ def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_re
     return out
 
 
-def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options=None) -> dict:
+def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options=None,
+             bind_requested=None) -> dict:
+    """One repetition on a realised topology with a LaunchSpec from ``realised.launch``; the record."""
     run_id, started_at = new_run_id(), now()
-    launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout}
+    launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout, "bind_requested": bind_requested}
     context = {
         "run_id": run_id,
         "repetition": repetition,

@@ -192,7 +192,7 @@ def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
         module = kernels.get(plan.kernel)
         timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
         return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,
-                               rank_options=plan.run_options)
+                               rank_options=plan.run_options, bind_requested=plan.bind)
     except VnetbenchError as exc:  # the backend refused this rank count, or mpirun could not start
         return _failure(plan, job, up.describe(), f"could not launch: {exc}")
 

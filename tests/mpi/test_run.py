@@ -127,7 +127,7 @@ def test_direct_launch_record_then_ingest_and_report(tmp_path, store):
     again = vnetbench("ingest", record_file, "--store", store, check=0)
     assert "already in" in again.stderr
     assert len(store.read_text().splitlines()) == 1
-    shown = vnetbench("report", "--store", store, "--format", "csv", check=0)
+    shown = vnetbench("report", "--store", store, "--runs", "--format", "csv", check=0)
     assert "allreduce,direct,2,1,ok" in shown.stdout
 
 
