@@ -5,6 +5,10 @@ A region is a row ``x0, x1, y0, y1, z0, z1`` of half-open bounds into the rank's
 block (ghosts included); ``offsets[m]:offsets[m + 1]`` is message m's slice of the buffer.
 Every loop walks a region in the same order (x, then y, then z fastest), so the k-th value a
 sender packs is the k-th value the receiver unpacks.
+
+The loops index the flattened block with unsigned integers: numba then skips the
+negative-index wraparound it applies to every signed access, which made packing 40% slower
+than C and the compute sweep four times slower.
 """
 
 import numpy as np
@@ -27,17 +31,22 @@ def compute(field, h, passes):
     written back, so the inner loop vectorises. Convex combinations: values stay bounded.
     """
     nx, ny, nz = field.shape[0] - 2 * h, field.shape[1] - 2 * h, field.shape[2] - 2 * h
+    sy, sz = uint64(field.shape[1]), uint64(field.shape[2])
+    plane, one = sy * sz, uint64(1)
+    flat = field.reshape(-1)
     row = np.empty(field.shape[2])
     energy = 0.0
     for _ in range(passes):
         for i in range(h, h + nx):
             for j in range(h, h + ny):
-                for k in range(h, h + nz):
-                    around = (field[i - 1, j, k] + field[i + 1, j, k] + field[i, j - 1, k]
-                              + field[i, j + 1, k] + field[i, j, k - 1] + field[i, j, k + 1])
-                    row[k] = 0.5 * field[i, j, k] + around * (1.0 / 12.0)
-                for k in range(h, h + nz):
-                    field[i, j, k] = row[k]
+                at = (uint64(i) * sy + uint64(j)) * sz
+                for k in range(uint64(h), uint64(h + nz)):
+                    c = at + k
+                    around = (flat[c - plane] + flat[c + plane] + flat[c - sz] + flat[c + sz]
+                              + flat[c - one] + flat[c + one])
+                    row[k] = 0.5 * flat[c] + around * (1.0 / 12.0)
+                for k in range(uint64(h), uint64(h + nz)):
+                    flat[at + k] = row[k]
                     energy += row[k]
     return energy / max(1, nx * ny * nz)
 
@@ -50,25 +59,26 @@ def stamp_pack(field, sendbuf, stamped, regions, offsets, origin, gdims, h, base
     face slab, so it is packed from cells already stamped this step.
     """
     gy, gz = gdims[1], gdims[2]
+    ny, nz = uint64(field.shape[1]), uint64(field.shape[2])
+    flat = field.reshape(-1)
     for m in range(regions.shape[0]):
         x0, x1, y0, y1, z0, z1 = regions[m]
-        pos = offsets[m]
-        if m < stamped:
-            for i in range(x0, x1):
-                row = (origin[0] + i - h) * gy
-                for j in range(y0, y1):
-                    line = (row + origin[1] + j - h) * gz + origin[2] - h + base
-                    for k in range(z0, z1):
-                        value = float(line + k)
-                        field[i, j, k] = value
-                        sendbuf[pos] = value
-                        pos += 1
-        else:
-            for i in range(x0, x1):
-                for j in range(y0, y1):
-                    for k in range(z0, z1):
-                        sendbuf[pos] = field[i, j, k]
-                        pos += 1
+        pos = uint64(offsets[m])
+        run = uint64(z1 - z0)
+        for i in range(x0, x1):
+            row = (origin[0] + i - h) * gy
+            for j in range(y0, y1):
+                at = (uint64(i) * ny + uint64(j)) * nz + uint64(z0)
+                if m < stamped:
+                    first = (row + origin[1] + j - h) * gz + origin[2] - h + z0 + base
+                    for k in range(run):
+                        value = float(first + int64(k))
+                        flat[at + k] = value
+                        sendbuf[pos + k] = value
+                else:
+                    for k in range(run):
+                        sendbuf[pos + k] = flat[at + k]
+                pos += run
 
 
 @jit
@@ -83,19 +93,23 @@ def unpack_check(field, recvbuf, regions, offsets, sources, step, nranks, ncells
     """
     bad_message, bad_what = -1, OK
     top = float(ncells)
+    ny, nz = uint64(field.shape[1]), uint64(field.shape[2])
+    flat = field.reshape(-1)
     for m in range(regions.shape[0]):
         x0, x1, y0, y1, z0, z1 = regions[m]
         base = float((step * nranks + sources[m]) * ncells)
-        start = offsets[m]
+        start = uint64(offsets[m])
         pos = start
+        run = uint64(z1 - z0)
         total = uint64(0)
         ordered = uint64(0)
         strange = False
         for i in range(x0, x1):
             for j in range(y0, y1):
-                for k in range(z0, z1):
+                at = (uint64(i) * ny + uint64(j)) * nz + uint64(z0)
+                for k in range(run):
                     value = recvbuf[pos]
-                    field[i, j, k] = value
+                    flat[at + k] = value
                     # clamp before converting, to half-way values no whole index has: NaN (a
                     # value never sent) and anything out of range are then caught as fractions
                     index = value - base
@@ -104,8 +118,8 @@ def unpack_check(field, recvbuf, regions, offsets, sources, step, nranks, ncells
                     whole = int64(index)
                     strange |= float(whole) != index
                     total += uint64(whole)
-                    ordered += uint64(pos - start + 1) * uint64(whole)
-                    pos += 1
+                    pos += uint64(1)
+                    ordered += (pos - start) * uint64(whole)
         what = OK
         if strange:
             what = NOT_A_STAMP
@@ -115,7 +129,7 @@ def unpack_check(field, recvbuf, regions, offsets, sources, step, nranks, ncells
             what = ORDER
         elif recvbuf[start] - base != firsts[m]:
             what = FIRST
-        elif recvbuf[pos - 1] - base != lasts[m]:
+        elif recvbuf[pos - uint64(1)] - base != lasts[m]:
             what = LAST
         if what != OK and bad_message < 0:
             bad_message, bad_what = m, what

@@ -48,8 +48,8 @@ def add_arguments(parser):
                              "with the process grid")
     parser.add_argument("--steps", type=int_range(1, 10**8), default=500, help="time steps (default 500)")
     parser.add_argument("--compute", type=int_range(0, 10**4), default=1, metavar="K",
-                        help="relaxation passes over the owned cells per step (default 1: a few ns "
-                             "per cell, several times the exchange at the default grid; 0 = "
+                        help="relaxation passes over the owned cells per step (default 1: about a "
+                             "ns per cell, twice the exchange at the default grid on 2 ranks; 0 = "
                              "communication only)")
     parser.add_argument("--neighbours", type=int, choices=(6, 26), default=26,
                         help="exchange with faces only (6) or faces, edges and corners (26, default)")
