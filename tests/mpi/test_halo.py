@@ -65,6 +65,6 @@ def test_corrupt_step_is_caught(tmp_path):
 
 
 def test_refuses_blocks_thinner_than_the_halo(tmp_path):
-    done, record = run_kernel(4, ["--global", "1,8,8"], tmp_path)
+    done, record = run_kernel(2, ["--global", "1,8,8"], tmp_path)
     assert done.returncode == 2 and record is None
     assert "--global" in done.stderr and "--halo-width" in done.stderr
