@@ -57,7 +57,7 @@ def parse(argv: list[str]):
 
 
 def write_record(record: dict, path: str | None) -> None:
-    text = json.dumps(record, sort_keys=True)
+    text = json.dumps(record, sort_keys=True, allow_nan=False)  # NaN is not JSON: fail loudly, not later
     if path is None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
