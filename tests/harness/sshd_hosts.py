@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,7 @@ class SshdHosts:
         self.gateway = ""
         self._made_netns: list[str] = []
         self._made_links: list[str] = []
+        self._old_sigterm = None
         self._closed = False
 
     # ---- the hosts as tests use them -------------------------------------------------------
@@ -202,6 +204,7 @@ class SshdHosts:
         if reason:
             raise RuntimeError(f"cannot make SSH hosts: {reason}")
         atexit.register(self.close)
+        self._catch_sigterm()
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-"))
         self.control_dir.mkdir()
         tag = self._free_tag()
@@ -231,6 +234,15 @@ class SshdHosts:
             self._make_mesh()
         for host in self.hosts:
             self.start_sshd(host)
+
+    def _catch_sigterm(self) -> None:
+        # a CI job that is cancelled sends SIGTERM: unwind, so that finalizers tear the hosts down
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            def terminate(signum, frame):
+                raise SystemExit(128 + signum)
+
+            self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
 
     def _free_tag(self) -> str:
         existing = set(_run(["ip", "netns", "list"]).stdout.split()) | set(_links())
@@ -354,6 +366,8 @@ class SshdHosts:
             return
         self._closed = True
         atexit.unregister(self.close)
+        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._old_sigterm)
         problems = []
         for step in (self._close_masters, self._kill_all, self._delete_network):
             try:
