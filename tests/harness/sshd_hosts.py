@@ -123,6 +123,7 @@ class SshdHosts:
         self._made_netns: list[str] = []
         self._made_links: list[str] = []
         self._old_sigterm = None
+        self._made_root_ssh: Path | None = None
         self._closed = False
 
     # ---- the hosts as tests use them -------------------------------------------------------
@@ -214,8 +215,10 @@ class SshdHosts:
         _keygen(self.client_key, "vnetbench-test-controller")
         (self.dir / "controller_authorized_keys").write_text(Path(f"{self.client_key}.pub").read_text())
         root_ssh = Path(pwd.getpwuid(0).pw_dir) / ".ssh"
-        # the bind-mount target must exist; an empty ~/.ssh is what any ssh use leaves anyway
-        root_ssh.mkdir(mode=0o700, exist_ok=True)
+        if not root_ssh.exists():
+            # the bind-mount target must exist; removed again on close when no harness needs it
+            root_ssh.mkdir(mode=0o700)
+            self._made_root_ssh = root_ssh
         for i, name in enumerate(self.names):
             host_dir = self.dir / name
             host_dir.mkdir()
@@ -376,6 +379,11 @@ class SshdHosts:
                 problems.append(f"{step.__name__}: {exc}")
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if self._made_root_ssh is not None and not any(n.startswith(f"{PREFIX}-") for n in _netns_names()):
+            try:
+                self._made_root_ssh.rmdir()  # only if still empty
+            except OSError:
+                pass
         if problems:
             raise RuntimeError("SSH hosts tear-down: " + "; ".join(problems))
 
