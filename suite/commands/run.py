@@ -12,8 +12,12 @@ MAX_RANKS = 4096
 
 
 def add_common(parser, *, ranks_default=None):
-    parser.add_argument("--topology", default="native", metavar="NAME|FILE",
-                        help="preset name or topology YAML (default native: this host, no VMs)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--topology", default="native", metavar="NAME|FILE",
+                       help="preset name, topology YAML, Ansible inventory or hostfile (default native: this "
+                            "host, no VMs)")
+    where.add_argument("--hostfile", metavar="FILE", help="real hosts from an Open MPI hostfile")
+    where.add_argument("--inventory", metavar="FILE", help="real hosts from an Ansible inventory (YAML or INI)")
     parser.add_argument("--repeat", type=int_range(1, 1000), default=1, metavar="R",
                         help="repetitions, each stored as its own record (default 1)")
     parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH",
@@ -54,6 +58,15 @@ def print_help(parser, kernel):
         print(sub.format_help().split("\n", 2)[-1])
 
 
+def topology_of(args):
+    """The topology to run on: a name or file for ``load``, or hosts read from --hostfile/--inventory."""
+    if args.hostfile or args.inventory:
+        from vnetbench.topologies.inventory import load_hosts
+
+        return load_hosts(inventory=args.inventory, hostfile=args.hostfile)
+    return args.topology
+
+
 def rank_options(args) -> dict:
     return {key: getattr(args, key) for key in kernels.RANK_OPTIONS if getattr(args, key)}
 
@@ -69,7 +82,7 @@ def handle(args) -> int:
         if args.json:
             print(json.dumps(record, sort_keys=True), flush=True)
 
-    records = runner.run_kernel(args.kernel, params, args.ranks, topology=args.topology, repeat=args.repeat,
+    records = runner.run_kernel(args.kernel, params, args.ranks, topology=topology_of(args), repeat=args.repeat,
                                 store=args.store, timeout=args.timeout, bind=args.bind, on_record=show,
                                 rank_options=rank_options(args))
     if not args.json:
