@@ -112,7 +112,7 @@ def measure(args) -> dict:
         if state.read(private(name).id) is not None:
             raise SystemExit(f"fidelity.py: fidelity-{name} is up; take it down first "
                              f"(vnetbench topology cleanup --all, or vnetbench topology down fidelity-{name})")
-    bandwidth = {"large_iterations": 10, "large_warmup": 2, "bw_iterations": 25, "window": 64}
+    bandwidth = {"large_iterations": 10, "large_warmup": 4, "bw_iterations": 50, "window": 64}
     results = {"samples": {}}
     shaped_topology = private("2vm-2vswitch")
     rate = shaped_topology.switches[0].uplink.rate / 8 / 1e6

@@ -234,9 +234,8 @@ def _shaping(lay: plan.Layout) -> list[str]:
         for dev in sw.uplink:
             tbf = f"tbf rate {sw.rate}bit burst {sw.burst} latency {plan.TBF_LATENCY}"
             if sw.delay:
-                # netem delays, its child tbf shapes; one direction carries each half of the delay
-                half = max(1, sw.delay // 2)
-                lines += [f"qdisc add dev {dev} root handle 1: netem delay {half}us limit 100000",
+                # netem delays (each direction, as a link's delay does), its child tbf shapes
+                lines += [f"qdisc add dev {dev} root handle 1: netem delay {sw.delay}us limit 100000",
                           f"qdisc add dev {dev} parent 1:1 handle 10: {tbf}"]
             else:
                 lines.append(f"qdisc add dev {dev} root handle 1: {tbf}")

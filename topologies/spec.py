@@ -95,7 +95,8 @@ class _Spec(BaseModel):
 
 
 class Uplink(_Spec):
-    """A switch's link to the physical switch: shaped to ``rate`` (bits/s) both ways."""
+    """A switch's link to the physical switch: shaped to ``rate`` (bits/s) both ways; ``delay``
+    (microseconds) is added in each direction, where the kernel has tc netem."""
 
     rate: Rate
     delay: Delay | None = None

@@ -55,7 +55,7 @@ def test_a_delay_with_netem_is_shaped_by_netem_then_tbf(tmp_path):
     import ipaddress
 
     lines = netns._shaping(plan.layout(topology, SMALL, ipaddress.IPv4Network("10.9.9.0/24")))
-    assert lines[0].endswith("root handle 1: netem delay 2500us limit 100000")
+    assert lines[0].endswith("root handle 1: netem delay 5000us limit 100000")
     assert "parent 1:1 handle 10: tbf rate 100000000bit burst 131072 latency 20ms" in lines[1]
     assert len(lines) == 4  # both ends of the uplink
 
