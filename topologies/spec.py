@@ -223,6 +223,11 @@ def load_file(path: Path, host: HostFacts | None = None) -> Topology:
         raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
     try:
         text = raw.decode("utf-8")
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                # a few nested aliases make a document that takes forever to validate
+                raise SpecError(f"{path}:{event.start_mark.line + 1}: aliases (*{event.anchor}) are not "
+                                f"allowed in a topology file; write the value out")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except UnicodeDecodeError as exc:
@@ -394,6 +399,8 @@ def _message(err) -> str:
         return f"expected a list, got {units._shown(err.get('input'))}"
     if kind == "value_error":
         return str(err["ctx"]["error"])
+    if kind == "invalid_key":
+        return "field names must be text"
     return err["msg"]
 
 
@@ -456,10 +463,16 @@ class _Lines:
 
     def find(self, loc) -> int | None:
         """The line of ``loc``, or of its nearest ancestor present in the file."""
-        loc = tuple(loc)
-        while loc not in self._table and loc:
-            loc = loc[:-1]
-        return self._table.get(loc)
+        found = ()
+        for part in loc:
+            # a key YAML read as a number or a boolean is text in the node tree
+            for key in (part, str(part).lower() if isinstance(part, bool) else str(part)):
+                if found + (key,) in self._table:
+                    found += (key,)
+                    break
+            else:
+                break
+        return self._table.get(found)
 
     def table(self) -> dict:
         return dict(self._table)

@@ -17,7 +17,7 @@ MAX_RANKS = 4096
 
 
 def register(sub):
-    parser = sub.add_parser("exec", help="run any MPI program on a topology", description=__doc__.strip("`"))
+    parser = sub.add_parser("exec", help="run any MPI program on a topology", description=__doc__.replace("``", ""))
     parser.add_argument("--topology", required=True, metavar="NAME|FILE", help="preset name or topology YAML")
     parser.add_argument("--ranks", type=int_range(1, MAX_RANKS), required=True, metavar="N", help="MPI ranks")
     parser.add_argument("--bind", choices=["core", "none"],

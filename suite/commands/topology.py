@@ -14,7 +14,7 @@ from vnetbench.errors import UsageError
 
 def register(sub):
     parser = sub.add_parser("topology", help="list, show, bring up and take down topologies",
-                            description=__doc__.strip("`"))
+                            description=__doc__.replace("``", ""))
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     listing = actions.add_parser("list", help="the presets, and what is up")
     listing.add_argument("--json", action="store_true", help="print JSON")

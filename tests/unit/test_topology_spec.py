@@ -205,6 +205,15 @@ def test_a_key_given_twice_is_an_error(tmp_path):
     assert error_of(tmp_path, "name: x\nname: y\n") == "FILE:2: name: given twice"
 
 
+def test_yaml_aliases_are_refused(tmp_path):
+    text = "name: a\nvms: &x [{name: v, vcpus: 1, memory: 1GB, switch: s}]\nswitches: *x\n"
+    assert error_of(tmp_path, text) == "FILE:3: aliases (*x) are not allowed in a topology file; write the value out"
+
+
+def test_field_names_must_be_text(tmp_path):
+    assert "FILE:2: [1]: field names must be text" in error_of(tmp_path, "name: a\n1: x\n")
+
+
 def test_a_document_that_is_not_a_mapping(tmp_path):
     assert "FILE:1: expected a mapping of topology fields" in error_of(tmp_path, "- just\n- a list\n")
     assert "expected a mapping of topology fields (name, vms, switches, ...), got nothing" in error_of(tmp_path, "")
