@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.conftest import json_lines, requires_mpi, vnetbench
-from tests.emulation.conftest import requires_netns, snapshot
+from conftest import json_lines, requires_mpi, vnetbench
+from emulation.conftest import requires_netns, snapshot
 
 pytestmark = [pytest.mark.emulation, requires_netns, pytest.mark.timeout(240)]
 

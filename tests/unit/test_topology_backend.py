@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.conftest import vnetbench
+from conftest import vnetbench
 from vnetbench import cli
 from vnetbench.errors import SpecError, UsageError
 from vnetbench.topologies import agent, linux, netns, state
