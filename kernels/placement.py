@@ -46,7 +46,8 @@ def check_expected(placement: list[dict], expected: list[dict] | None) -> list[s
     """Compare each rank's own view with where the topology put it; mismatches as phrases.
 
     ``expected`` has one entry per rank with any of ``hostname``, ``address`` (must be one of
-    the rank's addresses) and ``cpus`` (the rank's cpus must be a subset).
+    the rank's addresses), ``cpus`` (the rank's cpus must be a subset) and ``netns`` (the inode
+    of the network namespace the rank must be in).
     """
     if not expected:
         return []
@@ -58,6 +59,9 @@ def check_expected(placement: list[dict], expected: list[dict] | None) -> list[s
         if "address" in want and want["address"] not in seen["addresses"].values():
             problems.append(f"rank {rank} has addresses {sorted(seen['addresses'].values())}, "
                             f"expected {want['address']}")
+        if "netns" in want and seen.get("netns") != want["netns"]:
+            problems.append(f"rank {rank} is in network namespace {seen.get('netns')}, "
+                            f"expected {want['netns']} (its VM's)")
         if "cpus" in want and not set(seen["cpus"]) <= set(want["cpus"]):
             problems.append(f"rank {rank} runs on cpus {seen['cpus']}, outside its VM's {want['cpus']}")
     return problems

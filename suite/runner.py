@@ -47,6 +47,7 @@ def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topol
     if realised is not None:
         return _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
+    check_vm_policies(topo, rank_options)
     with topologies.realise(topo) as up:
         return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options)
 
@@ -60,6 +61,19 @@ def check_rank_options(rank_options: dict | None) -> dict:
         raise UsageError(f"{unknown[0]}: not a rank option; allowed: {', '.join(RANK_OPTIONS)}")
     numa.check_policy(options.get("mem_policy"), bool(options.get("allow_single_node")))
     return options
+
+
+def check_vm_policies(topology, rank_options: dict) -> None:
+    """A VM's memory_policy is refused where the host cannot honour it, as --mem-policy is."""
+    from .kernels import numa
+
+    for vm in getattr(topology, "vms", None) or ():
+        policy = getattr(vm, "memory_policy", None)
+        try:
+            numa.check_policy(policy, bool(rank_options.get("allow_single_node")))
+        except UsageError as exc:
+            raise UsageError(f"topology {topology.name}: vms[{vm.name}].memory_policy: "
+                             f"{str(exc).split(': ', 1)[1]}") from None
 
 
 def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options) -> list[dict]:

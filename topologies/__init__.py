@@ -16,6 +16,7 @@ from .base import LaunchSpec, Realised
 BACKENDS = {
     "local": "local:LocalRealised",
     "netns": "netns:NetnsRealised",
+    "hosts": "hosts:HostsRealised",
 }
 
 

@@ -52,6 +52,7 @@ class VMPlan:
     mems: tuple[int, ...]
     memory: int
     numa: str
+    memory_policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,15 @@ def _emptiest(cpus_by_node, load) -> int:
     return min(cpus_by_node, key=score)
 
 
+def memory_nodes(policy: str | None, local: tuple[int, ...], cpus_by_node) -> tuple[int, ...]:
+    """The NUMA nodes a VM's memory may come from (its cpuset's mems) under its memory policy."""
+    if policy == "interleave":
+        return tuple(sorted(cpus_by_node))
+    if policy == "remote":
+        return tuple(sorted(node for node in cpus_by_node if node not in local)) or local
+    return local
+
+
 def choose_subnet(topology_id: str, taken, pool: ipaddress.IPv4Network = SUBNET_POOL) -> ipaddress.IPv4Network:
     """A free /24 of ``pool``, starting from one derived from the id so that it is stable."""
     blocks = list(pool.subnets(new_prefix=24)) if pool.prefixlen <= 24 else [pool]
@@ -186,8 +196,9 @@ def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:
         vms.append(VMPlan(
             name=vm.name, index=i, hostname=f"{topology.name}-{vm.name}", netns=f"{n['netns']}{vm.name}",
             uts=str(RUN_DIR / tid / "uts" / vm.name), veth=f"{n['veth']}{i}", address=str(addresses[1 + i]),
-            switch=vm.switch, bridge=switches[index[vm.switch]].bridge, cpus=cpus, mems=mems,
-            memory=vm.memory, numa=str(vm.numa)))
+            switch=vm.switch, bridge=switches[index[vm.switch]].bridge, cpus=cpus,
+            mems=memory_nodes(vm.memory_policy, mems, cpus_by_node), memory=vm.memory, numa=str(vm.numa),
+            memory_policy=vm.memory_policy))
     with_vms = {vm.switch for vm in topology.vms}
     uplinked = [sw for sw in switches if sw.uplink]
     physical = n["physical"] if uplinked else None
@@ -311,6 +322,8 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
         expected.append(want)
         labels.append({"vm": vm.name, "switch": vm.switch, "address": vm.address, "vm_cpus": list(vm.cpus),
                        "numa_nodes": list(vm.mems)})
+        if vm.memory_policy:
+            labels[-1]["memory_policy"] = vm.memory_policy
     return LaunchSpec(mpirun_args=argv, mca={**mpi_mca, **{f"prte:{k}": v for k, v in prte_mca.items()}},
                       expected_placement=expected, placement_labels=labels, notes=notes)
 

@@ -10,7 +10,7 @@ import ipaddress
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, PrivateAttr, ValidationError, \
@@ -112,6 +112,7 @@ class VM(_Spec):
     vcpus: Annotated[int, PlainValidator(_count(1, 1024))]
     memory: Size
     numa: Annotated[int | str, PlainValidator(_numa)] = "packed"
+    memory_policy: Literal["local", "remote", "interleave"] | None = None
     switch: Name
     host: Name | None = None
 
@@ -205,6 +206,10 @@ def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topolo
     if ref in presets.PRESETS:
         return from_dict(presets.PRESETS[ref], source=f"preset {ref}", host=host)
     path = Path(ref)
+    from .inventory import is_hosts_file, load_hosts
+
+    if path.is_file() and is_hosts_file(path):  # a hostfile, an Ansible inventory or a hosts topology
+        return load_hosts(path)
     if not path.is_file():
         if "/" in ref or ref.endswith((".yaml", ".yml")):
             raise UsageError(f"{what}: no such file: {ref}")
