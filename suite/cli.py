@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     except VnetbenchError as exc:
         print(f"vnetbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # stdout closed early (| head): not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("vnetbench: interrupted", file=sys.stderr)
         return 130
