@@ -8,6 +8,7 @@ import csv
 import io
 import json
 
+from . import breakdown
 from .summary import StudyTable
 
 # kernel -> function(record) -> list of (column, value) that summarise the run
@@ -222,6 +223,15 @@ def _study_table(tables, context):
         console.print(grid, markup=False)
         for note in _notes(table, context):
             console.print(f"  note: {note}", markup=False)
+    if context.get("stream_breakdown"):
+        headers, body = breakdown.grid(context["stream_breakdown"])
+        grid = Table(*headers)
+        for row in body:
+            grid.add_row(*row)
+        console.print("")
+        console.print(f"stream: {context['stream_breakdown'][0]['op']} per VM and per rank, median of repetitions",
+                      markup=False)
+        console.print(grid, markup=False)
     console.print("")
     for key, text in LEGEND.items():
         console.print(f"{key}: {text}", markup=False, soft_wrap=True)
@@ -235,6 +245,11 @@ def _study_markdown(tables, context):
         lines += ["", f"### {table.title()}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
         lines += ["| " + " | ".join(row) + " |" for row in body]
         lines += [f"\n_note: {note}_" for note in _notes(table, context)]
+    if context.get("stream_breakdown"):
+        headers, body = breakdown.grid(context["stream_breakdown"])
+        lines += ["", f"### stream: {context['stream_breakdown'][0]['op']} per VM and per rank, median of repetitions",
+                  "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
     lines += [""] + [f"- **{key}**: {text}" for key, text in LEGEND.items()]
     return "\n".join(lines).strip()
 

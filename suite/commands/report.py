@@ -39,7 +39,7 @@ def _check_output(option: str, path: str | None, suffixes: tuple[str, ...]) -> N
 
 
 def handle(args) -> int:
-    from vnetbench import report, results, summary
+    from vnetbench import breakdown, report, results, summary
 
     _check_output("--plot", args.plot, (".png", ".svg", ".pdf"))
     _check_output("--html", args.html, (".html", ".htm"))
@@ -56,7 +56,8 @@ def handle(args) -> int:
     context = {"store": str(loaded.path), "baseline": args.baseline, "records": len(loaded.records),
                "not_ok": len(loaded.records) - len(loaded.ok()),
                "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped],
-               "unmeasured": summary.unmeasured(loaded.records)}
+               "unmeasured": summary.unmeasured(loaded.records),
+               "stream_breakdown": breakdown.stream(loaded.ok())}
     print(report.render_study(tables, args.format, **context))
     if args.plot:
         from vnetbench import plots
