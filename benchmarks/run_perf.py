@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vnetbench against C references of the same loops, measured alternately in one run; prints ratios.
 
-    python benchmarks/run_perf.py            # full: the kernels' default counts, 7 repetitions
+    python benchmarks/run_perf.py            # full: the kernels' default counts, 9 repetitions
     python benchmarks/run_perf.py --quick    # fewer repetitions and iterations
     python benchmarks/run_perf.py --json     # machine output (every sample kept)
 
@@ -31,7 +31,7 @@ def parse(argv):
     parser = argparse.ArgumentParser(prog="run_perf.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and iterations")
     parser.add_argument("--repeat", type=int, metavar="R",
-                        help="repetitions of each kernel pair (default 7; 3 with --quick)")
+                        help="repetitions of each kernel pair (default 9; 3 with --quick)")
     parser.add_argument("--only", metavar="NAMES", default=",".join(PAIRS),
                         help=f"comma-separated subset of {','.join(PAIRS)}")
     parser.add_argument("--ranks", type=int, help="ranks per run (default: the usable cores, at least 2)")
@@ -111,8 +111,9 @@ def header(command, info, settings, launch) -> str:
         f"{info['compiler']} {' '.join(build.FLAGS)}",
         f"{settings.ranks} ranks, mpirun {' '.join(launch[1:])}; {settings.repeat} repetitions per kernel "
         f"(overhead {settings.overhead_repeat}), C and vnetbench alternating; best repetition of each "
-        f"(overhead: median of paired differences); other processes kept "
-        f"{'?' if busy is None else f'{busy:.1f}'} cores busy (median over runs); {info['duration_s']:.0f} s",
+        f"(overhead: median of paired differences); other load = cores other processes kept busy during "
+        f"the deciding runs (C / vnetbench; median over all runs {'?' if busy is None else f'{busy:.1f}'}); "
+        f"{info['duration_s']:.0f} s",
     ])
 
 
@@ -148,8 +149,8 @@ def main(argv=None) -> int:
     else:
         print(header(command, info, settings, launch))
         print(table.render(verdicts, markdown=args.markdown))
-        for line in table.problems(verdicts):
-            print(f"  problem: {line}")
+        for line in table.notes(verdicts):
+            print(line)
         print("all targets met" if doc["passed"] else "some targets missed")
     return 0 if doc["passed"] else 1
 

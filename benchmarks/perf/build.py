@@ -12,8 +12,11 @@ HERE = Path(__file__).resolve().parent.parent
 SOURCES = HERE / "c"
 BUILD = HERE / "build"
 REFERENCES = ("stream_ref", "pingpong_ref", "halo_ref")
-# -march=native: numba compiles the kernels' loops for this CPU, so the C does too
-FLAGS = ["-O3", "-march=native", "-Wall", "-Wextra"]
+# The C gets what numba's LLVM gets: code for this CPU (-march=native), and floating point
+# that may not trap (LLVM's default; gcc's -ftrapping-math kept it from if-converting the
+# clamps in halo's unpack-and-check loop: 91 us a step against numba's 65, 77 without it).
+# No fast-math: results stay bit-identical.
+FLAGS = ["-O3", "-march=native", "-fno-trapping-math", "-Wall", "-Wextra"]
 
 
 def compile_all(out: Path = BUILD) -> dict[str, Path]:

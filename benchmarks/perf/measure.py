@@ -4,6 +4,7 @@ Repetitions go round every pair before the next starts, and the order within a p
 each time, so that a burst of load from elsewhere on the machine falls on both sides alike.
 """
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -11,6 +12,9 @@ from . import programs
 from .targets import Check, Pair, Unusable
 
 SIDES = ("reference", "subject")
+# other processes using more cores than this during a run that decided a verdict make it
+# inconclusive: the table marks it, and only a quieter rerun can settle it
+NOISY_CORES = 0.5
 
 
 @dataclass
@@ -32,13 +36,19 @@ class Verdict:
     reference_samples: list[float]
     subject_samples: list[float]
     problem: str | None = None
+    load: tuple[float | None, float | None] = (None, None)  # other processes' cores, deciding runs
+
+    @property
+    def noisy(self) -> bool:
+        return any(value is not None and value > NOISY_CORES for value in self.load)
 
     def to_dict(self) -> dict:
         c = self.check
         return {"pair": self.pair, "target": c.key, "label": c.label, "unit": c.unit, "kind": c.kind,
                 "threshold": c.threshold, "higher_is_better": c.higher_is_better, "statistic": c.statistic,
                 "reference": self.reference, "subject": self.subject, "measured": self.measured,
-                "passed": self.passed, "problem": self.problem,
+                "passed": self.passed, "problem": self.problem, "noisy": self.noisy,
+                "others_busy_cores": {"reference": self.load[0], "subject": self.load[1]},
                 "samples": {"reference": self.reference_samples, "subject": self.subject_samples}}
 
 
@@ -94,8 +104,20 @@ def verdicts(pairs: list[Pair], results: dict[str, dict[str, Samples]]) -> list[
                                    "; ".join(problems) or "no samples"))
                 continue
             reference, subject, measured = check.compare(ref_samples, sub_samples)
+            load = _load(check, ref_samples, ref.others_busy), _load(check, sub_samples, sub.others_busy)
             # a failed run is a failed target even when the other repetitions looked fine
             out.append(Verdict(pair.name, check, reference, subject, measured,
                                check.passes(measured) and not problems, ref_samples, sub_samples,
-                               "; ".join(problems) or None))
+                               "; ".join(problems) or None, load))
     return out
+
+
+def _load(check, samples, busy) -> float | None:
+    """Other processes' load during the run(s) that decided one side's value."""
+    runs = [(value, cores) for value, cores in zip(samples, busy) if value is not None and cores is not None]
+    if not runs:
+        return None
+    if check.statistic == "best":
+        pick = max if check.higher_is_better else min
+        return pick(runs, key=lambda run: run[0])[1]
+    return statistics.median(cores for _, cores in runs)

@@ -2,7 +2,11 @@
 
 from .measure import Verdict
 
-HEADER = ("target", "unit", "C reference", "vnetbench", "measured", "threshold", "result")
+from .measure import NOISY_CORES
+
+HEADER = ("target", "unit", "C reference", "vnetbench", "measured", "threshold", "other load", "result")
+NOISY_NOTE = (f"?: a deciding run shared the machine with other processes using more than {NOISY_CORES} "
+              f"cores; inconclusive: rerun with more --repeat or --quiet-wait")
 
 
 def _number(value: float | None, unit: str) -> str:
@@ -28,9 +32,14 @@ def _threshold(v: Verdict) -> str:
     return f"{sign} {c.threshold:+.2f} {c.unit}"
 
 
+def _load(v: Verdict) -> str:
+    return " / ".join("?" if value is None else f"{value:.1f}" for value in v.load)
+
+
 def rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
     return [(v.check.label, v.check.unit, _number(v.reference, v.check.unit), _number(v.subject, v.check.unit),
-             _measured(v), _threshold(v), "PASS" if v.passed else "FAIL") for v in verdicts]
+             _measured(v), _threshold(v), _load(v), ("PASS" if v.passed else "FAIL") + ("?" if v.noisy else ""))
+            for v in verdicts]
 
 
 def render(verdicts: list[Verdict], markdown: bool = False) -> str:
@@ -40,12 +49,17 @@ def render(verdicts: list[Verdict], markdown: bool = False) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(row[i]) for row in [HEADER, *body]) for i in range(len(HEADER))]
-    right = {2, 3, 4}
+    right = {2, 3, 4, 6}
+
     def line(row):
         return "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
                          for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
     return "\n".join([line(HEADER), line(tuple("-" * w for w in widths)), *map(line, body)])
 
 
-def problems(verdicts: list[Verdict]) -> list[str]:
-    return [f"{v.check.label}: {v.problem}" for v in verdicts if v.problem]
+def notes(verdicts: list[Verdict]) -> list[str]:
+    out = [f"problem: {v.check.label}: {v.problem}" for v in verdicts if v.problem]
+    if any(v.noisy for v in verdicts):
+        out.append(NOISY_NOTE)
+    return out
+
