@@ -15,11 +15,12 @@ from .options import ArgumentParser
 COMMANDS = ["run", "sweep", "report", "compare", "topology", "exec", "hosts", "ingest"]
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(only: str | None = None) -> ArgumentParser:
+    """The parser; with ``only``, just that command's (the others' imports cost start-up time)."""
     parser = ArgumentParser(prog="vnetbench", description="MPI benchmarks across VMs, virtual switches and hosts.")
     parser.add_argument("--version", action="version", version=f"vnetbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in [only] if only in COMMANDS else COMMANDS:
         try:
             module = importlib.import_module(f".commands.{name}", __package__)
         except ModuleNotFoundError as exc:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        parser = build_parser()
+        parser = build_parser(argv[0] if argv else None)
         args, extra = parser.parse_known_args(argv)
         if extra and not getattr(args, "takes_extra", False):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -21,6 +21,11 @@ BACKENDS = {
 
 
 def load(ref: str, what: str = "--topology"):
+    if ref == "native":  # the preset; a file must be given as a path
+        from .local import NativeTopology
+        from .presets import PRESETS
+
+        return NativeTopology(PRESETS["native"])
     from .spec import load_topology
 
     return load_topology(ref, what=what)

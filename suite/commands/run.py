@@ -72,7 +72,7 @@ def rank_options(args) -> dict:
 
 
 def handle(args) -> int:
-    from vnetbench import report, runner
+    from vnetbench import runner
 
     params = parse_kernel_options(args, args.parser)
     shown = []
@@ -86,6 +86,8 @@ def handle(args) -> int:
                                 store=args.store, timeout=args.timeout, bind=args.bind, on_record=show,
                                 rank_options=rank_options(args))
     if not args.json:
+        from vnetbench import report
+
         print(report.render_records(records, "table"))
     print(f"vnetbench: {len(records)} record(s) appended to {args.store}", file=sys.stderr)
     return 0 if all(record["status"] == "ok" for record in records) else 1

@@ -76,3 +76,12 @@ def test_record_lines_are_recognised_and_other_output_is_not():
     assert launch._is_record('{"schema_version": 99, "kernel": "halo"}') is None
     assert launch._is_record("hello {") is None
     assert launch._is_record("{not json") is None
+
+
+def test_native_fast_path_describes_native_exactly_as_the_spec_model_does():
+    from vnetbench import topologies
+    from vnetbench.topologies.spec import load_topology
+
+    fast = topologies.load("native")
+    assert fast.to_dict() == load_topology("native").to_dict()
+    assert (fast.name, fast.backend) == ("native", "local")
