@@ -36,6 +36,7 @@ import yaml
 
 from vnetbench.errors import SpecError, UsageError
 
+from .files import read_text
 from .hosts import (DEFAULT_NAME, DEFAULT_SWITCH, HostEntry, HostsTopology, Ssh, derived_subnet, from_dict, host_name,
                     no_unknown, switch_name, topology_name, validate, whole_number)
 
@@ -409,18 +410,7 @@ def _host_entry(host: str, variables: dict, groups: list[str], source: str, swit
 # ---- small checks ---------------------------------------------------------------------------
 
 def _read(path: Path, option: str | None) -> str:
-    label = f"{option}: {path}" if option else str(path)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(f"{label}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(f"{label}: larger than 1 MiB; not a hostfile or inventory")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SpecError(f"{label}: not UTF-8 text") from None
+    return read_text(path, f"{option}: {path}" if option else str(path), "a hostfile or inventory", MAX_FILE_BYTES)
 
 
 def _yaml_or_none(text: str, path: Path):

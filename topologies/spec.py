@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Pri
 from vnetbench.errors import SpecError, UsageError
 
 from . import units
+from .files import read_text
 from .host import HostFacts, format_cpulist
 
 BACKENDS = ("local", "netns", "hosts")
@@ -219,15 +220,8 @@ def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topolo
 
 
 def load_file(path: Path, host: HostFacts | None = None) -> Topology:
+    text = read_text(path, str(path), "a topology spec", MAX_SPEC_BYTES)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_SPEC_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from exc
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
-    try:
-        text = raw.decode("utf-8")
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
                 # a few nested aliases make a document that takes forever to validate
@@ -235,8 +229,6 @@ def load_file(path: Path, host: HostFacts | None = None) -> Topology:
                                 f"allowed in a topology file; write the value out")
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text") from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
