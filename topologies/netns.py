@@ -212,6 +212,8 @@ def _create(st: dict) -> None:
     for vm in lay.vms:
         linux.ip_batch(["link set dev lo up", f"addr add {vm.address}/{prefix} dev eth0", "link set dev eth0 up"],
                        netns=vm.netns)
+    # what the launch agent checks before it enters a VM: the namespace it finds is the one made here
+    st["netns_inodes"] = {vm.netns: linux.netns_inode(vm.netns) for vm in lay.vms}
     linux.tc_batch(_shaping(lay))
     for vm in lay.vms:
         linux.make_uts(vm.uts, vm.hostname)

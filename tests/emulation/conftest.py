@@ -9,11 +9,12 @@ compares.
 
 import json
 import os
-import re
 import shutil
 import subprocess
 
 import pytest
+
+from harness import hoststate
 
 
 def _why_not() -> str | None:
@@ -35,48 +36,9 @@ WHY_NOT = _why_not()
 requires_netns = pytest.mark.skipif(WHY_NOT is not None, reason=f"emulation tier: {WHY_NOT}")
 
 
-def _json(*argv) -> list:
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    return json.loads(out or "[]")
-
-
-# vnetbench's netns names (plan.py); other tiers' objects (the deploy tier's sshd namespaces,
-# "vnbt...") may come and go while these tests run, and are left out of the comparison
-OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvu])")
-
-
-def _considered(name) -> bool:
-    name = os.path.basename(str(name or ""))
-    return not name.startswith("vnb") or bool(OURS.match(name))
-
-
 def snapshot() -> dict:
     """What vnetbench may change on the host, in a form that compares equal when it is unchanged."""
-    from vnetbench.topologies import linux
-
-    links = [l for l in _json("ip", "-j", "link", "show") if _considered(l["ifname"])]
-    cgroups = []
-    for kind in ("cpuset", "memory"):
-        root = linux.cgroup_root(kind)
-        if root:
-            cgroups += sorted(str(p) for p in root.glob("vnb-*"))
-    return {
-        "interfaces": sorted((l["ifname"], l.get("master"), l.get("link_type")) for l in links),
-        "bridges": sorted(l["ifname"] for l in _json("ip", "-j", "link", "show", "type", "bridge")
-                          if _considered(l["ifname"])),
-        "namespaces": sorted(n for n in os.listdir("/run/netns") if _considered(n)) if os.path.isdir("/run/netns") else [],
-        "qdiscs": sorted((q["dev"], q["kind"], q.get("handle"), q.get("parent", ""))
-                         for q in _json("tc", "-j", "qdisc", "show") if _considered(q["dev"])),
-        "addresses": sorted((a["ifname"], i["local"], i["prefixlen"]) for a in _json("ip", "-j", "addr", "show")
-                            if _considered(a["ifname"]) for i in a.get("addr_info", [])),
-        "routes": sorted(json.dumps(r, sort_keys=True) for r in _json("ip", "-j", "-4", "route", "show", "table", "all")
-                         if _considered(r.get("dev"))),
-        "mounts": sorted(target for target in (line.split()[4] for line in open("/proc/self/mountinfo"))
-                         if _considered(target)),
-        "cgroups": cgroups,
-        "states": sorted(p for p in os.listdir("/run/vnetbench") if not p.startswith("."))
-        if os.path.isdir("/run/vnetbench") else [],
-    }
+    return hoststate.network()
 
 
 class Used:

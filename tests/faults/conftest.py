@@ -1,0 +1,95 @@
+"""The faults campaign: real runs, broken on purpose, and a host that must be as it was afterwards.
+
+``clean_host`` snapshots everything vnetbench could leave behind (interfaces, namespaces,
+qdiscs, mounts, cgroups, state directories, MPI and vnetbench processes, files in /tmp,
+/var/tmp and /dev/shm) before the test and compares after it, giving killed processes a few
+seconds to be reaped. When the host is not clean the test fails, naming what is left; the
+leftovers are then removed so that the next test starts clean.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from emulation.conftest import WHY_NOT, requires_netns  # noqa: F401 (re-exported for the tests)
+from harness import hoststate
+
+pytestmark = pytest.mark.faults
+
+
+@pytest.fixture
+def clean_host():
+    before = hoststate.everything()
+    yield before
+    after = hoststate.settle(lambda now: now == before)
+    left = hoststate.differences(before, after)
+    if left:
+        _remove_leftovers(left)
+    assert not left, "the host is not as it was: " + json.dumps(left, indent=1)
+
+
+def _remove_leftovers(left: dict) -> None:
+    import shutil
+
+    for line in left.get("processes", {}).get("new", []):
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    if WHY_NOT is None:
+        subprocess.run([sys.executable, "-m", "vnetbench", "topology", "cleanup", "--all"], capture_output=True)
+    for path in left.get("temp_files", {}).get("new", []):
+        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else Path(path).unlink(missing_ok=True)
+
+
+def start(*args, **kwargs) -> subprocess.Popen:
+    """The real ``vnetbench`` command, started in a session of its own (so that a test can signal
+    it as a terminal would, and kill it without killing itself)."""
+    return subprocess.Popen([sys.executable, "-m", "vnetbench", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.005):
+    """Poll ``condition()`` until it returns something true; that value. Fails the test naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"gave up after {timeout:g} s waiting for {what}")
+
+
+def rank_pids() -> dict[int, int]:
+    """{MPI rank: pid} of the vnetbench kernel ranks running on this host (inside VMs or not)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"vnetbench.kernels" not in (entry / "cmdline").read_bytes():
+                continue
+            env = dict(item.split(b"=", 1) for item in (entry / "environ").read_bytes().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        rank = env.get(b"OMPI_COMM_WORLD_RANK")
+        if rank is not None:
+            found[int(rank)] = int(entry.name)
+    return found
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str, float]:
+    """(exit code, stdout, stderr, seconds it took to end from now)."""
+    started = time.monotonic()
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err, time.monotonic() - started
+
+
+def records(store: Path) -> list[dict]:
+    return [json.loads(line) for line in store.read_text().splitlines()] if store.exists() else []

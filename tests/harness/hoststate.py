@@ -1,0 +1,118 @@
+"""What vnetbench could leave behind on this host, snapshotted so that "unchanged" is one comparison.
+
+``network()`` covers interfaces, bridges, namespaces, qdiscs, addresses, routes, mounts,
+vnetbench cgroups and vnetbench state directories. ``everything()`` adds the processes an MPI job
+or vnetbench consists of and the files Open MPI and vnetbench could leave in the shared
+temporary places (/tmp, /var/tmp, /dev/shm). The deploy tier's sshd namespaces ("vnbt...") and
+pytest's own temporary tree are not vnetbench's and are left out.
+"""
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+# vnetbench's netns names (plan.py); other tiers' objects (the deploy tier's sshd namespaces,
+# "vnbt...") may come and go while tests run, and are left out of the comparison
+OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvu])")
+SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+# processes of an MPI job, of the launch agent or of a vnetbench command
+JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun)$")
+JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies\.agent)?( |$)")
+
+
+def _json(*argv) -> list:
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return json.loads(out or "[]")
+
+
+def _considered(name) -> bool:
+    name = os.path.basename(str(name or ""))
+    return not name.startswith("vnb") or bool(OURS.match(name))
+
+
+def network() -> dict:
+    """What vnetbench may change in the host's networking, cgroups and state, comparable with ==."""
+    from vnetbench.topologies import linux
+
+    links = [l for l in _json("ip", "-j", "link", "show") if _considered(l["ifname"])]
+    cgroups = []
+    for kind in ("cpuset", "memory"):
+        root = linux.cgroup_root(kind)
+        if root:
+            cgroups += sorted(str(p) for p in root.glob("vnb-*"))
+    return {
+        "interfaces": sorted((l["ifname"], l.get("master"), l.get("link_type"), "UP" in l.get("flags", []))
+                             for l in links),
+        "bridges": sorted(l["ifname"] for l in _json("ip", "-j", "link", "show", "type", "bridge")
+                          if _considered(l["ifname"])),
+        "namespaces": sorted(n for n in os.listdir("/run/netns") if _considered(n)) if os.path.isdir("/run/netns") else [],
+        "qdiscs": sorted((q["dev"], q["kind"], q.get("handle"), q.get("parent", ""))
+                         for q in _json("tc", "-j", "qdisc", "show") if _considered(q["dev"])),
+        "addresses": sorted((a["ifname"], i["local"], i["prefixlen"]) for a in _json("ip", "-j", "addr", "show")
+                            if _considered(a["ifname"]) for i in a.get("addr_info", [])),
+        "routes": sorted(json.dumps(r, sort_keys=True) for r in _json("ip", "-j", "-4", "route", "show", "table", "all")
+                         if _considered(r.get("dev"))),
+        "mounts": sorted(target for target in (line.split()[4] for line in open("/proc/self/mountinfo"))
+                         if _considered(target)),
+        "cgroups": cgroups,
+        "states": sorted(p for p in os.listdir("/run/vnetbench") if not p.startswith("."))
+        if os.path.isdir("/run/vnetbench") else [],
+    }
+
+
+def job_processes() -> list[str]:
+    """'PID COMMAND' of every process that belongs to an MPI job or to a vnetbench command."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)):
+            found.append(f"{entry.name} {cmdline[:200]}")
+    return sorted(found)
+
+
+def temp_files() -> list[str]:
+    """The entries of the shared temporary places, but pytest's own tree."""
+    found = []
+    for place in SHARED_TEMP:
+        try:
+            names = os.listdir(place)
+        except OSError:
+            continue
+        found += [f"{place}/{name}" for name in names if not name.startswith("pytest-of-")]
+    return sorted(found)
+
+
+def everything() -> dict:
+    return {**network(), "processes": job_processes(), "temp_files": temp_files()}
+
+
+def differences(before: dict, after: dict) -> dict:
+    """{part: {"gone": [...], "new": [...]}} for each part that differs ({} when unchanged)."""
+    out = {}
+    for key in before:
+        if before[key] != after.get(key):
+            old, new = set(map(str, before[key])), set(map(str, after.get(key, [])))
+            out[key] = {"gone": sorted(old - new), "new": sorted(new - old)}
+    return out
+
+
+def settle(check, timeout: float = 10.0, interval: float = 0.1) -> dict:
+    """``everything()`` once ``check(snapshot)`` holds, or the last snapshot after ``timeout`` s
+    (processes that were killed take a moment to be reaped)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        now = everything()
+        if check(now) or time.monotonic() > deadline:
+            return now
+        time.sleep(interval)
