@@ -28,9 +28,9 @@ from .local import binding, mca_args
 PLACEMENTS = ("block", "round-robin")
 DEFAULT_SWITCH = "default"
 DEFAULT_NAME = "hosts"
-HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})$")
-SWITCH_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62})$")
-TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})\Z")
+SWITCH_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62})\Z")
+TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?\Z")
 MAX_SLOTS = 4096
 REACH_TIMEOUT = 5.0
 # ssh never asks for a password under mpirun, and gives up on a silent host
@@ -229,8 +229,12 @@ def from_spec(topology) -> HostsTopology:
 def no_unknown(data: dict, allowed: set[str], source: str, where: str) -> None:
     unknown = sorted(set(map(str, data)) - allowed)
     if unknown:
+        import difflib
+
         prefix = f"{where}: " if where else ""
-        raise SpecError(f"{source}: {prefix}unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+        close = difflib.get_close_matches(unknown[0], sorted(allowed), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"{source}: {prefix}unknown field {unknown[0]!r}{hint}; allowed: {', '.join(sorted(allowed))}")
 
 
 def _list(value, source: str, where: str) -> list:

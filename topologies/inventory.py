@@ -32,17 +32,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from vnetbench.errors import SpecError, UsageError
 
-from .files import read_text
+from .files import read_text, read_yaml
 from .hosts import (DEFAULT_NAME, DEFAULT_SWITCH, HostEntry, HostsTopology, Ssh, derived_subnet, from_dict, host_name,
                     no_unknown, switch_name, topology_name, validate, whole_number)
 
 COMPUTE_GROUP = "compute"
 SWITCH_GROUP_PREFIX = "switch_"
 MAX_FILE_BYTES = 1 << 20
+# a DNS name (labels of letters, digits, '-' and '_', joined by dots) or an IPv4 address
+ADDRESS_RE = re.compile(r"^(?=.{1,253}\Z)[A-Za-z0-9_](?:[A-Za-z0-9_-]*)(?:\.[A-Za-z0-9_-]+)*\.?\Z")
 # variables that must be the same on every host: variable -> topology field
 SHARED_VARS = {"vnetbench_network": "subnet", "vnetbench_venv": "venv", "vnetbench_placement": "placement",
                "vnetbench_topology_name": "name"}
@@ -85,8 +85,8 @@ def is_hosts_file(path: str | os.PathLike) -> bool:
     except SpecError:
         return False
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = read_yaml(text, str(path), "a hostfile or inventory")
+    except SpecError:
         data = None
     if path.suffix.lower() in (".yml", ".yaml") and not isinstance(data, dict):
         return False
@@ -263,14 +263,14 @@ def _ini_inventory(text: str, source: str) -> _Inventory:
             inv.group(tokens[0], section)
             mentioned.append((tokens[0], where))
         else:
+            hosts = [host_name(host, where, "host") for host in _expand(tokens[0], where)]
             variables = {}
             for token in tokens[1:]:
                 key, sep, value = token.partition("=")
                 if not sep:
                     raise SpecError(f"{where}: host {tokens[0]!r}: expected key=value, got {token!r}")
                 variables[key] = value
-            for host in _expand(tokens[0], where):
-                host_name(host, where, "host")
+            for host in hosts:
                 inv.add_host(host, section, variables)
                 if section != "ungrouped":
                     inv.groups["ungrouped"].hosts = [h for h in inv.groups["ungrouped"].hosts if h != host]
@@ -414,14 +414,12 @@ def _read(path: Path, option: str | None) -> str:
 
 
 def _yaml_or_none(text: str, path: Path):
+    """The YAML in ``text``; None when it is not YAML and ``path`` need not be (INI, hostfile)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
+        return read_yaml(text, str(path), "an inventory")
+    except SpecError:
         if path.suffix.lower() in (".yml", ".yaml"):
-            mark = exc.problem_mark or exc.context_mark
-            raise SpecError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: {exc.problem}") from None
-        return None
-    except yaml.YAMLError:
+            raise
         return None
 
 
@@ -436,6 +434,9 @@ def _resolve(host: str, address: str, source: str, explicit: bool = True) -> str
         return str(ipaddress.IPv4Address(address))
     except ValueError:
         pass
+    if not ADDRESS_RE.match(address):  # nothing but a name goes to the resolver
+        raise SpecError(f"{source}: host {host!r}: address {address!r} is not a host name or IPv4 address; "
+                        f"set ansible_host (or vnetbench_address) to its IPv4 address")
     try:
         return socket.getaddrinfo(address, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
     except (OSError, UnicodeError):

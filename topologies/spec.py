@@ -9,6 +9,7 @@ import hashlib
 import ipaddress
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Pri
 from vnetbench.errors import SpecError, UsageError
 
 from . import units
-from .files import read_text
+from .files import read_text, read_yaml
 from .host import HostFacts, format_cpulist
 
 BACKENDS = ("local", "netns", "hosts")
@@ -28,6 +29,8 @@ NUMA_POLICIES = ("packed", "spread")
 MAX_VMS = 250
 MAX_SWITCHES = 250
 MAX_SPEC_BYTES = 1 << 20
+# ASCII letters and digits only: isalnum() would let other scripts' letters through to the resolver
+ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}\Z")
 
 
 def _count(low: int, high: int):
@@ -35,7 +38,7 @@ def _count(low: int, high: int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"expected a whole number from {low} to {high}, got {units._shown(value)}")
         if not low <= value <= high:
-            raise ValueError(f"{value} is out of range; allowed: {low} to {high}")
+            raise ValueError(f"{units._quoted(value, False)} is out of range; allowed: {low} to {high}")
         return value
     return check
 
@@ -45,7 +48,7 @@ def _numa(value):
             and value not in NUMA_POLICIES:
         raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units._shown(value)}")
     if isinstance(value, int) and not 0 <= value < 1024:
-        raise ValueError(f"node {value} is out of range; allowed: 0 to 1023")
+        raise ValueError(f"node {units._quoted(value, False)} is out of range; allowed: 0 to 1023")
     return value
 
 
@@ -63,7 +66,8 @@ def _subnet(value):
     try:
         net = ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        raise ValueError(f"{value!r} is not an IPv4 network such as 10.213.7.0/24 ({exc})") from None
+        raise ValueError(f"{units._quoted(value)} is not an IPv4 network such as 10.213.7.0/24 "
+                         f"({units._quoted(str(exc), False, 60)})") from None
     if not 8 <= net.prefixlen <= 29:
         raise ValueError(f"/{net.prefixlen} is out of range; allowed: /8 to /29")
     return net
@@ -71,8 +75,7 @@ def _subnet(value):
 
 def _address(value):
     # the hosts backend reaches a host by this; it must never be more than a name or an address
-    if not isinstance(value, str) or not value or len(value) > 253 or \
-            not all(c.isalnum() or c in ".-:" for c in value) or value.startswith("-"):
+    if not isinstance(value, str) or not ADDRESS_RE.match(value):
         raise ValueError(f"expected a host name or IP address, got {units._shown(value)}")
     return value
 
@@ -221,20 +224,7 @@ def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topolo
 
 def load_file(path: Path, host: HostFacts | None = None) -> Topology:
     text = read_text(path, str(path), "a topology spec", MAX_SPEC_BYTES)
-    try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent):
-                # a few nested aliases make a document that takes forever to validate
-                raise SpecError(f"{path}:{event.start_mark.line + 1}: aliases (*{event.anchor}) are not "
-                                f"allowed in a topology file; write the value out")
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        raise SpecError(f"{path}:{line}: not valid YAML: {exc.problem or exc.context}") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    data, node = read_yaml(text, str(path), "a topology file", aliases=False, tree=True)
     lines = _Lines(node)
     if lines.duplicates:
         loc, line = lines.duplicates[0]
@@ -246,7 +236,7 @@ def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None =
     """Validate ``data`` (as YAML gives it); SpecError listing every problem, each located."""
     lines = lines or _Lines(None)
     if not isinstance(data, dict):
-        raise SpecError(f"{source}:{lines.find(())}: expected a mapping of topology fields "
+        raise SpecError(f"{_where(source, lines.find(()), ())}: expected a mapping of topology fields "
                         f"(name, vms, switches, ...), got {units._shown(data)}")
     try:
         topology = Topology.model_validate(data)

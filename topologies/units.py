@@ -7,21 +7,26 @@ parser accepts, so a spec survives ``to_dict`` -> YAML -> load unchanged.
 
 import re
 
-# Names end up in interface, namespace, cgroup and host names: a DNS label, lower case, short.
-NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,22}[a-z0-9])?$")
-TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
+# Names end up in interface, namespace, cgroup and host names (TOPOLOGY-VM: at most 57
+# characters, within a DNS label's 63): a DNS label, lower case, short. \Z, not $: $ also
+# matches before a final newline, and "a\n" must not pass.
+NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,22}[a-z0-9])?\Z")
+TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?\Z")
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+# numbers and units, blanks allowed between them but no other white space (a newline would
+# break the one-line message that echoes the value)
+_SIZE_RE = re.compile(r"^ *(\d+(?:\.\d+)?) *([kmgt]?)(i?b?) *\Z", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 MIN_MEMORY = 64 << 20
+MAX_MEMORY = 1 << 50       # 1024 TiB: beyond any host, and far from a float's overflow
 
 # tc's rate units: bit-based are decimal bits/s, bps-based are decimal bytes/s
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps)\s*$", re.IGNORECASE)
+_RATE_RE = re.compile(r"^ *(\d+(?:\.\d+)?) *([kmgt]?)(bit|bps) *\Z", re.IGNORECASE)
 _RATE_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 MIN_RATE = 10**5           # 100 kbit: below this tbf needs more care than a benchmark is worth
 MAX_RATE = 100 * 10**9     # 100 gbit
 
-_DELAY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$", re.IGNORECASE)
+_DELAY_RE = re.compile(r"^ *(\d+(?:\.\d+)?) *(us|ms|s) *\Z", re.IGNORECASE)
 _DELAY_SCALE = {"us": 1, "ms": 1000, "s": 1_000_000}
 MAX_DELAY_US = 10_000_000
 
@@ -30,7 +35,7 @@ def check_name(value, pattern=NAME_RE, longest: int = 24) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a name (text), got {_shown(value)}")
     if not pattern.match(value):
-        raise ValueError(f"{value!r} is not a valid name: use 1 to {longest} lower-case letters, digits "
+        raise ValueError(f"{_quoted(value)} is not a valid name: use 1 to {longest} lower-case letters, digits "
                          f"and '-', starting and ending with a letter or digit")
     return value
 
@@ -41,14 +46,16 @@ def parse_size(value) -> int:
         raise ValueError(f"expected a size with a unit such as 6GB or 512MB, got {_shown(value)}")
     match = _SIZE_RE.match(value)
     if not match or (match.group(3) and not match.group(2) and match.group(3).lower() == "i"):
-        raise ValueError(f"{value!r} is not a size; expected a number and a unit such as 6GB or 512MB")
+        raise ValueError(f"{_quoted(value)} is not a size; expected a number and a unit such as 6GB or 512MB")
     number, unit = float(match.group(1)), match.group(2).lower()
     if not unit:
-        raise ValueError(f"{value!r} has no unit; expected a size such as 6GB or 512MB")
-    size = int(number * _SIZE_UNITS[unit])
+        raise ValueError(f"{_quoted(value)} has no unit; expected a size such as 6GB or 512MB")
+    size = number * _SIZE_UNITS[unit]
     if size < MIN_MEMORY:
         raise ValueError(f"{value} is too small; allowed: at least 64MB")
-    return size
+    if size > MAX_MEMORY:  # also what a number of 400 digits becomes: infinity
+        raise ValueError(f"{_quoted(value, False)} is out of range; allowed: 64MB to 1024TB")
+    return int(size)
 
 
 def format_size(size: int) -> str:
@@ -60,6 +67,8 @@ def format_size(size: int) -> str:
 
 def human_size(size: int) -> str:
     """For people: '5.7 GiB'."""
+    if size >= 1 << 40:
+        return f"{size / (1 << 40):.1f} TiB"
     if size >= 1 << 30:
         return f"{size / (1 << 30):.1f} GiB"
     return f"{size / (1 << 20):.0f} MiB"
@@ -71,12 +80,12 @@ def parse_rate(value) -> int:
         raise ValueError(f"expected a rate such as 1gbit or 100mbit, got {_shown(value)}")
     match = _RATE_RE.match(value)
     if not match:
-        raise ValueError(f"{value!r} is not a rate; expected a number and a unit such as 1gbit or 100mbit")
+        raise ValueError(f"{_quoted(value)} is not a rate; expected a number and a unit such as 1gbit or 100mbit")
     number, prefix, base = float(match.group(1)), match.group(2).lower(), match.group(3).lower()
-    rate = int(number * _RATE_SCALE[prefix] * (8 if base == "bps" else 1))
+    rate = number * _RATE_SCALE[prefix] * (8 if base == "bps" else 1)
     if not MIN_RATE <= rate <= MAX_RATE:
-        raise ValueError(f"{value} is out of range; allowed: 100kbit to 100gbit")
-    return rate
+        raise ValueError(f"{_quoted(value, False)} is out of range; allowed: 100kbit to 100gbit")
+    return int(rate)
 
 
 def format_rate(rate: int) -> str:
@@ -92,11 +101,11 @@ def parse_delay(value) -> int:
         raise ValueError(f"expected a delay such as 1ms or 200us, got {_shown(value)}")
     match = _DELAY_RE.match(value)
     if not match:
-        raise ValueError(f"{value!r} is not a delay; expected a number and us, ms or s, such as 1ms")
-    delay = int(round(float(match.group(1)) * _DELAY_SCALE[match.group(2).lower()]))
-    if not 0 < delay <= MAX_DELAY_US:
-        raise ValueError(f"{value} is out of range; allowed: 1us to 10s")
-    return delay
+        raise ValueError(f"{_quoted(value)} is not a delay; expected a number and us, ms or s, such as 1ms")
+    delay = float(match.group(1)) * _DELAY_SCALE[match.group(2).lower()]
+    if not delay <= MAX_DELAY_US or round(delay) < 1:  # in that order: round(infinity) raises
+        raise ValueError(f"{_quoted(value, False)} is out of range; allowed: 1us to 10s")
+    return int(round(delay))
 
 
 def format_delay(delay_us: int) -> str:
@@ -111,9 +120,17 @@ def _shown(value) -> str:
     if isinstance(value, bool):
         return "true/false"
     if isinstance(value, (int, float)):
-        return f"the number {value}"
+        return f"the number {_quoted(value, False)}"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return repr(value)
+    return _quoted(value)
+
+
+def _quoted(value, quote: bool = True, longest: int = 40) -> str:
+    """``value`` for a one-line message: repr (control characters escaped), cut short when long."""
+    text = repr(value) if quote else str(value)
+    if len(text) <= longest:
+        return text
+    return f"{text[:longest - 4]}...{text[-1] if quote else ''} ({len(str(value))} characters)"

@@ -137,7 +137,7 @@ def test_the_example_inventories_say_the_same_thing():
     ("all:\n  children:\n    compute:\n      hosts:\n        - h1\n",
      "group 'compute': hosts: expected a mapping of host names"),
     ("all:\n  children:\n    compute:\n      hostz:\n        h1:\n",
-     "group 'compute': unknown field 'hostz'; allowed: children, hosts, vars"),
+     "group 'compute': unknown field 'hostz' (did you mean 'hosts'?); allowed: children, hosts, vars"),
 ])
 def test_a_bad_yaml_inventory_names_the_host_or_field(tmp_path, text, phrase):
     with pytest.raises(SpecError, match=None) as caught:
@@ -153,6 +153,9 @@ def test_a_bad_yaml_inventory_names_the_host_or_field(tmp_path, text, phrase):
     ("[compute\nh1\n", "inv.ini:1: '[compute' is not a section header"),
     ("[compute]\nh1 ansible_host\n", "inv.ini:2: host 'h1': expected key=value, got 'ansible_host'"),
     ("[compute]\nnode[5:2] ansible_host=10.0.0.1\n", "host range 'node[5:2]'"),
+    # the name is checked before its variables, and an address is checked before it is resolved
+    ("[compute]\na;rm -rf x\n", "inv.ini:2: host 'a;rm' is not a host name"),
+    ("[compute]\nh1 ansible_host='$(id)'\n", "host 'h1': address '$(id)' is not a host name or IPv4 address"),
 ])
 def test_a_bad_ini_inventory_names_the_line(tmp_path, text, phrase):
     with pytest.raises(SpecError) as caught:
@@ -207,6 +210,8 @@ def test_a_topology_file_round_trips(tmp_path):
     ({"colour": "red"}, "unknown field 'colour'"),
     ({"placement": "scatter"}, "placement: 'scatter' is not one of block, round-robin"),
     ({"name": "Big Lab"}, "'Big Lab' is not a topology name"),
+    ({"name": "lab\n"}, "'lab\\n' is not a topology name"),
+    ({"hosts": [{"name": "a\n", "address": "10.0.0.1"}]}, "'a\\n' is not a host name"),
     ({"venv": "relative/venv"}, "venv: 'relative/venv' is not an absolute path"),
 ])
 def test_a_bad_topology_file_names_the_field(change, phrase):

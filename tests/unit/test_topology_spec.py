@@ -219,6 +219,32 @@ def test_a_document_that_is_not_a_mapping(tmp_path):
     assert "expected a mapping of topology fields (name, vms, switches, ...), got nothing" in error_of(tmp_path, "")
 
 
+@pytest.mark.parametrize("old, new, expected", [
+    ("  - name: vm1", '  - name: "vm1\\n"', "FILE:4: vms[0].name: 'vm1\\n' is not a valid name"),
+    ("name: lab", 'name: "lab\\n"', "FILE:1: name: 'lab\\n' is not a valid name"),
+    ("  - name: vm1", "  - name: " + "v" * 300, "FILE:4: vms[0].name: 'vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv...' (300 characters)"),
+    ("memory: 2GB\n    switch: sw1", "memory: " + "9" * 400 + "TB\n    switch: sw1",
+     "FILE:6: vms[0].memory: 999999999999999999999999999999999999... (402 characters) is out of range; allowed: 64MB"),
+    ("uplink: {rate: 1gbit}", "uplink: {rate: " + "9" * 400 + "gbit}", "is out of range; allowed: 100kbit to 100gbit"),
+    ("uplink: {rate: 1gbit}", "uplink: {rate: 1gbit, delay: " + "9" * 400 + "s}", "is out of range; allowed: 1us to 10s"),
+    ("uplink: {rate: 1gbit}", 'uplink: {rate: "1000tbit\\n"}', "switches[0].uplink.rate: '1000tbit\\n' is not a rate"),
+    ("vcpus: 2\n    memory: 2GB\n    switch: sw1", "vcpus: " + "9" * 5000 + "\n    memory: 2GB\n    switch: sw1",
+     "FILE:5: a number of 5000 digits; not a topology file"),
+    ("description: two VMs across two uplinked switches", "description: " + "[" * 5000 + "]" * 5000,
+     "FILE:2: nested more than 32 levels deep; not a topology file"),
+    ("name: lab", "name: lab\x00", "FILE:1: not valid YAML: control character U+0000 is not allowed"),
+])
+def test_hostile_values_are_refused_in_one_printable_line(tmp_path, old, new, expected):
+    message = error_of(tmp_path, edit(GOOD, old, new))
+    assert expected in message
+    assert message.isprintable(), message
+
+
+def test_an_empty_file_has_no_line_to_name(tmp_path):
+    assert error_of(tmp_path, "# nothing\n") == ("FILE: expected a mapping of topology fields (name, vms, switches, "
+                                                "...), got nothing")
+
+
 def test_binary_and_huge_files_are_refused(tmp_path):
     path = tmp_path / "bin.yaml"
     path.write_bytes(b"\xff\xfe\x00name")
