@@ -71,6 +71,27 @@ def write_record(record: dict, path: str | None) -> None:
     os.replace(tmp, path)
 
 
+def mark(rank: int, how: str | None = None) -> None:
+    """Tell the launcher's watch that this rank started (``how`` None) or how it ended.
+
+    Only under vnetbench (``VNETBENCH_JOB_DIR``) and only where the job's directory exists:
+    on a host that does not share the launcher's files nothing is written.
+    """
+    folder = os.environ.get("VNETBENCH_JOB_DIR")
+    if not folder or not os.path.isdir(os.path.join(folder, "ranks")):
+        return
+    import socket
+
+    path = os.path.join(folder, "ranks", f"{rank}.end" if how else f"{rank}.json")
+    data = {"how": how} if how else {"pid": os.getpid(), "host": socket.gethostname()}
+    try:
+        with open(f"{path}.tmp", "w") as handle:
+            handle.write(json.dumps(data))
+        os.replace(f"{path}.tmp", path)
+    except OSError:
+        pass  # the watch then knows less; the run itself is unaffected
+
+
 def run(kernel, name, params, record_path, context) -> int:
     from mpi4py import MPI
 
@@ -79,11 +100,13 @@ def run(kernel, name, params, record_path, context) -> int:
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    mark(rank)
     try:
         kernel.check(params, size)
     except UsageError as exc:
         if rank == 0:
             print(f"vnetbench.kernels: error: {exc}", file=sys.stderr)
+        mark(rank, "refused its options")
         return 2
     try:
         labels = context.get("placement_labels") or []
@@ -131,10 +154,13 @@ def run(kernel, name, params, record_path, context) -> int:
             )
             write_record(record, record_path)
             code = 0 if record["status"] == "ok" else 1
-        return comm.bcast(code, root=0)
-    except Exception:  # any rank failing must take the whole job down, never hang it
+        code = comm.bcast(code, root=0)
+        mark(rank, "finished")
+        return code
+    except Exception as exc:  # any rank failing must take the whole job down, never hang it
         sys.stderr.write(f"vnetbench.kernels: rank {rank} failed:\n{traceback.format_exc()}")
         sys.stderr.flush()
+        mark(rank, f"raised {exc.__class__.__name__}: {exc}"[:300])
         comm.Abort(1)
         return 1
 

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from . import __version__
-from .errors import VnetbenchError
+from .errors import VnetbenchError, interrupt_on_signals
 from .options import ArgumentParser
 
 # command name -> module in vnetbench.commands; each module has register(subparsers)
@@ -31,14 +31,10 @@ def build_parser(only: str | None = None) -> ArgumentParser:
     return parser
 
 
-def _terminated(signum, frame):
-    # unwind like Ctrl-C, so every context manager tears down what it brought up
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    signal.signal(signal.SIGTERM, _terminated)
+    # SIGTERM and SIGHUP unwind like Ctrl-C, so every context manager tears down what it brought up
+    interrupt_on_signals()
     try:
         parser = build_parser(argv[0] if argv else None)
         args, extra = parser.parse_known_args(argv)
@@ -57,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("vnetbench: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"vnetbench: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum

@@ -4,6 +4,7 @@ import collections
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -61,19 +62,41 @@ def _wait(proc: subprocess.Popen, timeout: float | None) -> int:
     return proc.wait()
 
 
+def _die_with_parent():
+    """A preexec_fn: the child gets SIGTERM when vnetbench dies, even of SIGKILL (mpirun then ends
+    its job as on Ctrl-C), and does not start at all when vnetbench is already gone."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, before the fork
+    parent = os.getpid()
+
+    def in_child():
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return in_child
+
+
 def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=None, echo_stderr=True,
-            collect_records=True) -> Outcome:
+            collect_records=True, job=None) -> Outcome:
     """Run mpirun in a session of its own; on timeout, interrupt or any exit kill whatever is left of it.
 
     stdout lines that are records are collected; other stdout goes to ``passthrough`` (default
     stderr, so that vnetbench's own stdout stays machine-readable). stderr is echoed to
-    stderr and its tail kept for the failure record.
+    stderr and its tail kept for the failure record. With ``job`` (a ``jobs.Job`` that was
+    entered) the job runs in the job's directory and under its watch.
     """
     passthrough = passthrough or sys.stderr
     outcome = Outcome(returncode=None)
     tail = collections.deque(maxlen=60)
+    if job is not None:
+        env = {**env, **job.env()}
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+                            preexec_fn=_die_with_parent())
+    if job is not None:
+        job.watch(proc.pid)
 
     def read_stdout():
         for line in proc.stdout:
@@ -99,6 +122,8 @@ def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=No
     except subprocess.TimeoutExpired:
         outcome.timed_out = True
     finally:
+        if job is not None:
+            job.stop()
         # ranks outlive a dead mpirun in their own process groups; the session finds them all
         procs.kill_session(proc.pid)
         if outcome.returncode is None:

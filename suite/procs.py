@@ -40,3 +40,26 @@ def kill_session(sid: int, grace: float = 3.0) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and session_members(sid):
             time.sleep(0.05)
+
+
+def kill_pids(pids, wait: float = 5.0) -> None:
+    """SIGKILL ``pids`` (what is left of a job that is over) and wait until they are gone."""
+    pids = [pid for pid in pids if pid != os.getpid()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _alive(pid)]
+        if pids:
+            time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

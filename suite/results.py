@@ -126,7 +126,7 @@ def _refuse_newer(path: Path, bad, option: str) -> None:
         try:
             record = json.loads(lines[item.line - 1])
             version = record.get("schema_version") if isinstance(record, dict) else None
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, RecursionError):
             continue
         if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
             raise UsageError(f"{option}: {path} holds records of schema version {version} (line {item.line}); "

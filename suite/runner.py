@@ -4,10 +4,10 @@ import shlex
 import sys
 from collections.abc import Callable
 
-from . import kernels, launch, mpi, topologies
+from . import jobs, kernels, launch, mpi, topologies
 from .errors import UsageError
 from .records import failure_record, new_run_id, now
-from .store import Store
+from .store import Store, append_or_show
 
 
 def prepare(kernel: str, params: dict | None, ranks: int) -> tuple[object, dict]:
@@ -82,7 +82,7 @@ def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_re
     for repetition in range(repeat):
         record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options, bind)
         if store is not None:
-            store.append(record)
+            append_or_show(store, record)
         if on_record:
             on_record(record)
         out.append(record)
@@ -105,22 +105,65 @@ def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_op
     }
     argv = launch.mpirun_argv(spec.mpirun_args, launch.kernel_program(kernel, params, context))
     launch_info["command"] = shlex.join("{...}" if arg.startswith("{") else arg for arg in argv)
-    print(f"vnetbench: {kernel} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
-    outcome = launch.execute(argv, mpi.run_env(spec.env), timeout)
     common = dict(kernel=kernel, params=params, ranks=ranks, topology=realised.describe(), run_id=run_id,
                   repetition=repetition, started_at=started_at, launch=launch_info, run_options=rank_options or {})
+    health = getattr(realised, "health", None)
+    broken = health() if health else None
+    if broken:
+        what, vms = broken
+        return failure_record(status="failed", detail=f"{what}; the job was not started",
+                              failure=_network_failure(vms, spec), **common)
+    print(f"vnetbench: {kernel} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
+    with jobs.Job(run_id, health) as job:
+        outcome = launch.execute(argv, mpi.run_env(spec.env), timeout, job=job)
+        failed = not outcome.records or outcome.returncode not in (0, 1)
+        culprit = job.culprit(" ".join(outcome.stderr_tail)) if failed else None  # before the markers go
+    if job.problem:
+        return failure_record(status="failed", detail=f"{job.problem['detail']}; last stderr: {outcome.tail()}",
+                              failure=_network_failure(job.problem["vms"], spec), **common)
     if outcome.timed_out:
         return failure_record(status="timeout", detail=f"no result after {timeout:g} s; the job was killed "
                               f"with its whole process tree; last stderr: {outcome.tail()}", **common)
     if not outcome.records:
-        return failure_record(status="failed", detail=f"mpirun exited with {outcome.returncode} and no "
-                              f"result record; last stderr: {outcome.tail()}", **common)
+        failure = _rank_failure(culprit, spec)
+        who = f"{failure['detail']}; " if failure else ""
+        return failure_record(status="failed", detail=f"{who}mpirun exited with {outcome.returncode} and no "
+                              f"result record; last stderr: {outcome.tail()}", failure=failure, **common)
     record = outcome.records[-1]
     record["launch"] = launch_info
     if outcome.returncode not in (0, 1) and record["status"] == "ok":
         # rank 0 wrote its result, then something else died: the run as a whole did not succeed
+        failure = _rank_failure(culprit, spec)
+        who = f"{failure['detail']}; " if failure else ""
         record["status"] = "failed"
-        record["validation"] = {"passed": False, "detail": f"mpirun exited with {outcome.returncode} after "
+        record["validation"] = {"passed": False, "detail": f"{who}mpirun exited with {outcome.returncode} after "
                                 f"the result was written; last stderr: {outcome.tail()}",
                                 "kernel": record["validation"]}
+        record["failure"] = failure
     return record
+
+
+def _where(rank: int, spec) -> str | None:
+    """The VM (or host) the topology put ``rank`` on, or None when it does not say."""
+    labels = spec.placement_labels or []
+    return labels[rank].get("vm") if rank < len(labels) else None
+
+
+def _rank_failure(culprit: dict | None, spec) -> dict | None:
+    """The record's ``failure``: which rank brought the job down, on which VM, and how."""
+    if not culprit:
+        return None
+    vm = _where(culprit["rank"], spec)
+    how = culprit.get("how") or (f"was killed by {culprit['signal_name']}" if culprit.get("signal_name") else
+                                 f"exited with {culprit['exit_code']}" if "exit_code" in culprit else
+                                 "ended without finishing")
+    where = f"VM {vm} ({culprit['host']})" if vm else f"host {culprit['host']}"
+    when = f", {culprit['after_s']:.1f} s into the run" if "after_s" in culprit else ""
+    detail = f"rank {culprit['rank']} on {where} {how}{when}, first of the job's ranks"
+    return {"cause": "rank", **culprit, "vm": vm, "detail": detail}
+
+
+def _network_failure(vms: list[str], spec) -> dict:
+    labels = spec.placement_labels or []
+    ranks = [rank for rank, label in enumerate(labels) if label.get("vm") in vms]
+    return {"cause": "network", "vms": vms, "ranks": ranks}

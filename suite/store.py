@@ -9,6 +9,7 @@ import errno
 import fcntl
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,18 +79,18 @@ class Store:
                 # a writer died mid-line: end that line so this record stays whole and readable
                 line = b"\n" + line
             written = os.write(fd, line)
-            if written != len(line):
-                os.ftruncate(fd, size)
-                raise StoreError(f"store {self.path}: short write ({written} of {len(line)} bytes); "
-                                 "the record was not stored")
+            while written < len(line):  # a short write: the rest fits, or the error says why not
+                written += os.write(fd, line[written:])
             os.fsync(fd)
         except OSError as exc:
             try:
                 os.ftruncate(fd, size)  # never leave half a line behind
             except (OSError, UnboundLocalError):
                 pass
-            reason = "disk full" if exc.errno == errno.ENOSPC else exc.strerror
-            raise StoreError(f"cannot write store {self.path}: {reason}; earlier records are intact") from exc
+            reason = "disk full (no space left on device)" if exc.errno in (errno.ENOSPC, errno.EDQUOT) \
+                else exc.strerror
+            raise StoreError(f"cannot write store {self.path}: {reason}; earlier records are intact, "
+                             f"this one was not stored") from exc
         finally:
             os.close(fd)
 
@@ -112,7 +113,7 @@ class Store:
             last = number == len(lines)
             try:
                 record = json.loads(text)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
                 reason = ("truncated last line (a writer was killed mid-write)" if last and truncated_tail
                           else f"not JSON ({exc.__class__.__name__})")
                 bad.append(BadLine(number, reason))
@@ -130,6 +131,19 @@ class Store:
         for item in bad:
             warnings.warn(f"{self.path}:{item.line}: skipped: {item.reason}", StoreWarning, stacklevel=2)
         return records
+
+
+def append_or_show(store: Store, record: dict) -> None:
+    """``store.append(record)``; when the store cannot take it (a full disk), the record goes to
+    stderr as one JSON line (to save and ``vnetbench ingest`` later) before the StoreError."""
+    try:
+        store.append(record)
+    except StoreError:
+        print(f"vnetbench: the record of this run could not be stored; it follows as one JSON line "
+              f"(save it and 'vnetbench ingest FILE --store {store.path}' once there is room):",
+              file=sys.stderr)
+        print(json.dumps(record, sort_keys=True, separators=(",", ":")), file=sys.stderr, flush=True)
+        raise
 
 
 class StoreWarning(UserWarning):

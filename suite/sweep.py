@@ -16,7 +16,7 @@ from . import kernels, runner, topologies
 from .errors import UsageError, VnetbenchError
 from .records import failure_record
 from .results import bind_of, canonical, config_key
-from .store import Store
+from .store import Store, append_or_show
 
 
 @dataclass(frozen=True)
@@ -158,31 +158,52 @@ def _drop_done(result: Plan, store: Store) -> None:
 
 
 def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Callable | None = None,
-            on_start: Callable | None = None, on_finish: Callable | None = None) -> list[dict]:
-    """Run the plan's jobs; every record is appended to ``store`` before the next job starts."""
+            on_start: Callable | None = None, on_finish: Callable | None = None,
+            say: Callable[[str], None] | None = None) -> list[dict]:
+    """Run the plan's jobs; every record is appended to ``store`` before the next job starts.
+
+    A topology this sweep brought up that breaks under a run (a VM's veth deleted, an uplink
+    set down) is taken down and brought up afresh before the next run; one it attached to is
+    left alone, and the runs left on it fail, saying why.
+    """
     records = []
     for name, jobs in groupby(plan.jobs, key=lambda job: job.topology):
         jobs = list(jobs)
-        if on_bringup:
-            on_bringup(name)
+        realised, specs = None, {}
         try:
-            realised = topologies.realise(plan.topologies[name])
-        except VnetbenchError as exc:
-            for job in jobs:
-                topology = {"name": name, "backend": plan.topologies[name].backend, "spec": None}
-                record = _failure(plan, job, topology, f"{name} could not be brought up: {exc}")
-                if _finish(plan, store, job, record, records, on_finish) and fail_fast:
-                    return records
-            continue
-        with realised as up:
-            specs = {}
-            for job in jobs:
+            for index, job in enumerate(jobs):
+                broken = _broken(realised) if getattr(realised, "brought_up", False) else None
+                if broken:
+                    if say:
+                        say(f"{name}: {broken[0]}; taking it down and bringing it up afresh")
+                    realised.close()
+                    realised, specs = None, {}
+                if realised is None:
+                    if on_bringup:
+                        on_bringup(name)
+                    try:
+                        realised = topologies.realise(plan.topologies[name])
+                    except VnetbenchError as exc:
+                        topology = {"name": name, "backend": plan.topologies[name].backend, "spec": None}
+                        for left in jobs[index:]:
+                            record = _failure(plan, left, topology, f"{name} could not be brought up: {exc}")
+                            if _finish(plan, store, left, record, records, on_finish) and fail_fast:
+                                return records
+                        break
                 if on_start:
                     on_start(job)
-                record = _run(plan, up, specs, job)
+                record = _run(plan, realised, specs, job)
                 if _finish(plan, store, job, record, records, on_finish) and fail_fast:
                     return records
+        finally:
+            if realised is not None:
+                realised.close()
     return records
+
+
+def _broken(realised) -> tuple[str, list[str]] | None:
+    health = getattr(realised, "health", None)
+    return health() if health else None
 
 
 def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
@@ -205,7 +226,7 @@ def _failure(plan: Plan, job: Job, topology: dict, detail: str) -> dict:
 
 def _finish(plan, store, job, record, records, on_finish) -> bool:
     """Store the record, report it; True when it did not pass."""
-    store.append(record)
+    append_or_show(store, record)
     records.append(record)
     if on_finish:
         on_finish(job, record)

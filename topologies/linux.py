@@ -34,7 +34,10 @@ def require_root_and_tools() -> None:
 
 def run(argv: list[str], stdin: str | None = None, timeout: float = 60, check: bool = True):
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
+        # a session of its own: a Ctrl-C at the terminal reaches vnetbench, which finishes what it
+        # is doing (a teardown holds signals), but never kills an ip or tc half-way through
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LaunchError(f"{shlex.join(argv)}: {exc}") from exc
     if check and done.returncode != 0:
@@ -67,6 +70,24 @@ def has_netem() -> bool:
 
 def links() -> set[str]:
     return set(os.listdir("/sys/class/net"))
+
+
+def link_problem(name: str, carrier: bool = True) -> str | None:
+    """What is wrong with interface ``name`` ('was deleted', 'was set down', ...), or None."""
+    folder = Path("/sys/class/net") / name
+    try:
+        flags = int((folder / "flags").read_text(), 16)
+    except (OSError, ValueError):
+        return "was deleted"
+    if not flags & 0x1:  # IFF_UP
+        return "was set down"
+    if carrier:
+        try:
+            if (folder / "carrier").read_text().strip() != "1":
+                return "lost its carrier (its other end is down)"
+        except OSError:
+            return "lost its carrier"
+    return None
 
 
 def netns_names() -> set[str]:

@@ -12,12 +12,13 @@ import ipaddress
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from vnetbench.errors import LaunchError, SpecError, UsageError
+from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
 
 from . import linux, plan, state
 from .base import LaunchSpec, Realised
@@ -56,6 +57,33 @@ class NetnsRealised(Realised):
                                 memory_limited=bool(self.state["cgroups"].get("memory")),
                                 netns_inodes={k: v for k, v in inodes.items() if v})
 
+    def health(self) -> tuple[str, list[str]] | None:
+        """None while every VM, switch and uplink is as it was brought up; else what broke and
+        the VMs it cut off. Cheap (a few sysfs reads): a job's watch asks every quarter second."""
+        lay = self.layout
+        made = self.state.get("netns_inodes") or {}
+        for vm in lay.vms:
+            inode = linux.netns_inode(vm.netns)
+            if inode is None or made.get(vm.netns, inode) != inode:
+                return f"VM {vm.name} lost its network namespace {vm.netns}", [vm.name]
+            problem = linux.link_problem(vm.veth)
+            if problem:
+                return f"VM {vm.name} lost its network: its veth {vm.veth} {problem}", [vm.name]
+        for sw in lay.switches:
+            cut = [vm.name for vm in lay.vms if vm.switch == sw.name]
+            problem = linux.link_problem(sw.bridge, carrier=False)
+            if problem:
+                return f"switch {sw.name}'s bridge {sw.bridge} {problem}", cut
+            for dev in sw.uplink or ():
+                problem = linux.link_problem(dev)
+                if problem:
+                    return f"switch {sw.name} lost its uplink: {dev} {problem}", cut
+        if lay.physical:
+            problem = linux.link_problem(lay.physical, carrier=False)
+            if problem:
+                return f"the physical switch {lay.physical} {problem}", [vm.name for vm in lay.vms]
+        return None
+
     def describe(self) -> dict:
         described = super().describe()
         described.update(describe_state(self.state))
@@ -80,10 +108,11 @@ class NetnsRealised(Realised):
             return  # only the main thread may set handlers; atexit and close() still tear down
 
         def terminate(signum, frame):
-            raise SystemExit(128 + signum)
+            raise Interrupted(signum)
 
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            self._handlers[sig] = signal.signal(sig, terminate)
+            if signal.getsignal(sig) == signal.SIG_DFL:  # the CLI has its own; a library user may not
+                self._handlers[sig] = signal.signal(sig, terminate)
 
     def _restore_signals(self):
         for sig, handler in self._handlers.items():
@@ -144,6 +173,8 @@ def up(topology, persistent: bool = True, host: HostFacts | None = None) -> tupl
                 raise UsageError(f"topology {topology.name!r} shares its id {topology.id} with {current['name']!r}, "
                                  f"which is up; rename one of them")
             if state.stale(current):
+                print(f"vnetbench: topology {current['name']} ({current['id']}) was {stale_reason(current)}; "
+                      f"removing it and bringing it up afresh", file=sys.stderr)
                 teardown(current)
             elif current["spec_hash"] != topology.spec_hash():
                 raise UsageError(f"a different topology named {topology.name!r} is up (from {current['source']}); "
@@ -305,6 +336,24 @@ def _remove_session_dirs(daemons: list[int]) -> None:
 
 # ---- status and cleanup -----------------------------------------------------------------
 
+def stale_reason(st: dict) -> str:
+    """Why a stale topology is stale, with its age: 'left up 5 min ago by process 123, which is gone'."""
+    age = _age(time.time() - st["created"])
+    owner = st.get("owner")
+    if owner:
+        return f"left up {age} ago by process {owner['pid']}, which is gone"
+    return f"left half-built {age} ago (its bring-up was interrupted)"
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def status() -> list[dict]:
     """What vnetbench has up: one entry per topology, with its age and whether it is stale."""
     rows = []
@@ -314,7 +363,8 @@ def status() -> list[dict]:
         rows.append({
             **describe_state(st), "name": st["name"], "source": st["source"], "complete": st["complete"],
             "age_s": max(0.0, time.time() - st["created"]), "owner": owner["pid"] if owner else None,
-            "stale": state.stale(st), "missing": _missing(lay),
+            "stale": state.stale(st), "stale_reason": stale_reason(st) if state.stale(st) else None,
+            "missing": _missing(lay),
         })
     return rows
 
@@ -339,7 +389,7 @@ def cleanup(everything: bool = False) -> list[str]:
         for st in state.all_states():
             if everything or state.stale(st):
                 teardown(st)
-                removed.append(f"topology {st['name']} ({st['id']})")
+                removed.append(f"topology {st['name']} ({st['id']}), {stale_reason(st) if state.stale(st) else 'up'}")
             else:
                 known_ids.add(st["id"])
         removed += _orphans(known_ids)

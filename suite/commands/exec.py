@@ -30,7 +30,8 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench import launch, mpi, topologies
+    from vnetbench import jobs, launch, mpi, topologies
+    from vnetbench.records import new_run_id
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
@@ -47,8 +48,12 @@ def handle(args) -> int:
         for key, why in spec.notes.items():
             if key == "yield_when_idle":
                 print(f"vnetbench: mpi_yield_when_idle=1: {why}", file=sys.stderr)
-        outcome = launch.execute(argv, mpi.run_env(spec.env), args.timeout,
-                                 passthrough=sys.stdout, collect_records=False)
+        with jobs.Job(new_run_id(), getattr(realised, "health", None)) as job:
+            outcome = launch.execute(argv, mpi.run_env(spec.env), args.timeout,
+                                     passthrough=sys.stdout, collect_records=False, job=job)
+    if job.problem:
+        print(f"vnetbench: error: {job.problem['detail']}", file=sys.stderr)
+        return 1
     if outcome.timed_out:
         print(f"vnetbench: error: {program[0]} was killed after {args.timeout:g} s", file=sys.stderr)
         return 1

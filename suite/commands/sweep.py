@@ -170,7 +170,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> None:
                           markup=False)
 
         sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
-                      on_finish=on_finish)
+                      on_finish=on_finish, say=lambda text: console.print(f"vnetbench: {text}", markup=False))
         progress.update(task, description="done")
 
 

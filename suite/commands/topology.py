@@ -99,9 +99,15 @@ def _describe(topology, shown) -> str:
     from vnetbench.topologies.host import format_cpulist
     from vnetbench.topologies.units import format_rate, human_size
 
-    lines = [f"{topology.name} ({topology.source}): {topology.description}".rstrip(": ")]
+    lines = [f"{topology.name} ({topology.source}): {getattr(topology, 'description', '')}".rstrip(": ")]
     if topology.backend == "local":
         lines.append("backend local: ranks run on this host under mpirun, no VMs")
+        return "\n".join(lines)
+    if topology.backend == "hosts":
+        lines.append(f"backend hosts, placement {topology.placement}, subnet {topology.subnet}, "
+                     f"{topology.slots} slot(s) on {len(topology.hosts)} host(s)")
+        rows = [[h.name, h.address, h.switch, h.slots] for h in topology.hosts]
+        lines += ["", _table(["HOST", "ADDRESS", "SWITCH", "SLOTS"], rows)]
         return "\n".join(lines)
     planned = shown["plan"]
     host = planned["host"]
@@ -196,7 +202,7 @@ def handle_status(args) -> int:
     table = []
     for row in rows:
         if row["stale"]:
-            state = "stale: 'vnetbench topology cleanup' removes it"
+            state = f"stale, {row['stale_reason']}: 'vnetbench topology cleanup' removes it"
         elif row["missing"]:
             state = f"damaged: {', '.join(row['missing'])} missing"
         else:
@@ -207,9 +213,14 @@ def handle_status(args) -> int:
 
 
 def handle_cleanup(args) -> int:
-    from vnetbench.topologies import netns
+    import os
 
-    removed = netns.cleanup(everything=args.all)
+    from vnetbench import jobs
+    from vnetbench.topologies import netns, state
+
+    removed = jobs.sweep_orphans()
+    if os.geteuid() == 0 or state.all_states():
+        removed += netns.cleanup(everything=args.all)
     for item in removed:
         print(f"removed {item}")
     if not removed:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,11 +31,11 @@ def clean_host():
     after = hoststate.settle(lambda now: now == before)
     left = hoststate.differences(before, after)
     if left:
-        _remove_leftovers(left)
+        _remove_leftovers(left, before)
     assert not left, "the host is not as it was: " + json.dumps(left, indent=1)
 
 
-def _remove_leftovers(left: dict) -> None:
+def _remove_leftovers(left: dict, before: dict) -> None:
     import shutil
 
     for line in left.get("processes", {}).get("new", []):
@@ -42,6 +43,7 @@ def _remove_leftovers(left: dict) -> None:
             os.kill(int(line.split()[0]), signal.SIGKILL)
         except (ProcessLookupError, ValueError):
             pass
+    hoststate.settle(lambda now: not set(now["processes"]) - set(before["processes"]), timeout=10)
     if WHY_NOT is None:
         subprocess.run([sys.executable, "-m", "vnetbench", "topology", "cleanup", "--all"], capture_output=True)
     for path in left.get("temp_files", {}).get("new", []):
@@ -50,9 +52,13 @@ def _remove_leftovers(left: dict) -> None:
 
 def start(*args, **kwargs) -> subprocess.Popen:
     """The real ``vnetbench`` command, started in a session of its own (so that a test can signal
-    it as a terminal would, and kill it without killing itself)."""
-    return subprocess.Popen([sys.executable, "-m", "vnetbench", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+    it as a terminal would, and kill it without killing itself). Its output goes to unnamed
+    temporary files, which ``finish`` reads: a pipe nobody reads would stall it."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", *map(str, args)], stdout=out, stderr=err,
+                            text=True, start_new_session=True, **kwargs)
+    proc.outputs = (out, err)
+    return proc
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.005):
@@ -85,10 +91,20 @@ def rank_pids() -> dict[int, int]:
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str, float]:
-    """(exit code, stdout, stderr, seconds it took to end from now)."""
+    """(exit code, stdout, stderr, seconds it took to end from now) of a process from ``start``."""
     started = time.monotonic()
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err, time.monotonic() - started
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    texts = []
+    for handle in proc.outputs:
+        handle.seek(0)
+        texts.append(handle.read())
+        handle.close()
+    return proc.returncode, texts[0], texts[1], time.monotonic() - started
 
 
 def records(store: Path) -> list[dict]:

@@ -74,9 +74,24 @@ def job_processes() -> list[str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)):
+        if state != "Z" and (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)) \
+                and not _of_another_pytest(int(entry.name)):
             found.append(f"{entry.name} {cmdline[:200]}")
     return sorted(found)
+
+
+def _of_another_pytest(pid: int) -> bool:
+    """Started by another pytest that is still running (a second test session on this machine),
+    so none of this one's business; what a test leaves behind is reparented away from pytest."""
+    while pid > 1:
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid > 1 and ppid != os.getpid() and b"pytest" in Path(f"/proc/{ppid}/cmdline").read_bytes():
+                return True
+        except (OSError, ValueError, IndexError):
+            return False
+        pid = ppid
+    return False
 
 
 def temp_files() -> list[str]:

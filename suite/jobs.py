@@ -1,0 +1,332 @@
+"""Each MPI job's own directory, and the watch kept over the job while it runs.
+
+A job directory lives under vnetbench's state root (``/run/vnetbench/jobs/RUN_ID`` as root). It
+holds the job's temporary files (``TMPDIR`` of mpirun, its daemons and the ranks, so Open MPI's
+session directories and shared-memory segments go there, not into /tmp or /dev/shm) and one
+marker per rank: ``ranks/R.json`` when the rank starts (pid, hostname) and ``ranks/R.end`` when
+it ends by itself. Every process of the job inherits ``VNETBENCH_JOB_DIR``, so whatever outlives
+the job (ranks whose mpirun died, daemons inside a VM that lost its network) is found by its
+environment and ended, and the directory is removed, leaving the host as it was.
+
+While the job runs, a thread waits on a pidfd per rank (in the order they die) and asks the
+topology every quarter second whether it still stands (``health``, which answers None or what
+broke and the VMs it cut off): a VM whose veth was deleted
+or whose uplink went down stops the job at once rather than at ``--timeout``. A job whose
+vnetbench was killed outright leaves its directory behind with a dead owner; ``sweep_orphans``
+(run by each new job and by ``vnetbench topology cleanup``) ends its processes and removes it.
+"""
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import procs
+from .errors import LaunchError
+
+ENV = "VNETBENCH_JOB_DIR"
+HEALTH_INTERVAL = 0.25  # seconds between two looks at the topology
+
+
+def state_root() -> Path:
+    """vnetbench's own state directory: /run/vnetbench as root, else a private per-user one."""
+    if os.geteuid() == 0:
+        return Path("/run/vnetbench")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "vnetbench"
+    return Path(tempfile.gettempdir()) / f"vnetbench-{os.getuid()}"
+
+
+def _private_dir(path: Path) -> None:
+    """``path`` as a directory of ours that nobody else can write, creating it when missing."""
+    try:
+        path.mkdir(mode=0o700 if os.geteuid() else 0o755)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Ending:
+    """A rank's process that ended while the job ran."""
+
+    rank: int
+    pid: int
+    host: str
+    after_s: float  # since the job started
+    wait_status: int | None = None  # as waitpid gives it, when it could still be read
+
+
+class Job:
+    """``with Job(run_id, health) as job:`` the job's directory, environment and watch."""
+
+    def __init__(self, run_id: str, health: Callable[[], tuple[str, list[str]] | None] | None = None):
+        self.run_id = run_id
+        self.health = health
+        self.path = state_root() / "jobs" / run_id
+        self.endings: list[Ending] = []
+        self.problem: dict | None = None  # why the watch stopped the job: {"detail", "vms"}
+        self._stop = threading.Event()
+        self._thread = None
+        self._started = time.monotonic()
+
+    # ---- directory ------------------------------------------------------------------------
+
+    def __enter__(self):
+        sweep_orphans()
+        root = state_root()
+        for attempt in range(5):
+            for folder in (root, root / "jobs"):
+                _private_dir(folder)
+            try:
+                self.path.mkdir()
+                break
+            except FileNotFoundError:  # another vnetbench removed the empty parents meanwhile
+                if attempt == 4:
+                    raise
+        (self.path / "tmp").mkdir()
+        (self.path / "ranks").mkdir()
+        owner = {"pid": os.getpid(), "start": _start_time(os.getpid()), "run_id": self.run_id, "created": time.time()}
+        (self.path / "owner.json").write_text(json.dumps(owner))
+        return self
+
+    def env(self) -> dict[str, str]:
+        tmp = str(self.path / "tmp")
+        env = {ENV: str(self.path), "TMPDIR": tmp}
+        if _on_tmpfs(self.path):
+            # Open MPI's shared-memory segments, which it would put in /dev/shm
+            env["OMPI_MCA_btl_sm_backing_directory"] = tmp
+        return env
+
+    def __exit__(self, *exc):
+        self.stop()
+        end(self.path)
+
+    # ---- watch ----------------------------------------------------------------------------
+
+    def watch(self, mpirun_pid: int) -> None:
+        """Start watching the ranks and the topology of the job whose mpirun is ``mpirun_pid``."""
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._watch, args=(mpirun_pid,), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _watch(self, mpirun_pid: int) -> None:
+        pidfds: dict[int, tuple[int, int, str]] = {}  # fd -> (rank, pid, host)
+        seen: set[int] = set()
+        next_health = time.monotonic() + HEALTH_INTERVAL
+        try:
+            while not self._stop.is_set():
+                for rank, pid, host in self._new_ranks(seen):
+                    try:
+                        pidfds[os.pidfd_open(pid)] = (rank, pid, host)
+                    except OSError:  # gone before we looked
+                        self.endings.append(Ending(rank, pid, host, self._since()))
+                if pidfds:
+                    ready = select.select(list(pidfds), [], [], 0.1)[0]
+                else:
+                    ready = []
+                    self._stop.wait(0.05)
+                for fd in ready:
+                    rank, pid, host = pidfds.pop(fd)
+                    self.endings.append(Ending(rank, pid, host, self._since(), _zombie_status(pid)))
+                    os.close(fd)
+                if self.health is not None and time.monotonic() >= next_health:
+                    next_health = time.monotonic() + HEALTH_INTERVAL
+                    problem = self.health()
+                    if problem:
+                        what, vms = problem
+                        self.problem = {"detail": f"{what}, {self._since():.1f} s into the run; the job was stopped",
+                                        "vms": vms}
+                        procs.kill_session(mpirun_pid, grace=1.0)
+                        kill_processes(self.path)
+                        return
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+
+    def _new_ranks(self, seen: set[int]):
+        try:
+            names = os.listdir(self.path / "ranks")
+        except OSError:
+            return
+        for name in names:
+            if not name.endswith(".json") or not name[:-5].isdigit() or int(name[:-5]) in seen:
+                continue
+            rank = int(name[:-5])
+            try:
+                marker = json.loads((self.path / "ranks" / name).read_text())
+            except (OSError, ValueError):
+                continue  # being written; next time
+            seen.add(rank)
+            yield rank, int(marker["pid"]), str(marker.get("host", "?"))
+
+    def _since(self) -> float:
+        return time.monotonic() - self._started
+
+    # ---- after the job --------------------------------------------------------------------
+
+    def finished(self, rank: int) -> str | None:
+        """How rank ``rank`` said it ended ('finished', 'exception: ...'), or None: it did not say."""
+        try:
+            return json.loads((self.path / "ranks" / f"{rank}.end").read_text()).get("how")
+        except (OSError, ValueError):
+            return None
+
+    def culprit(self, stderr: str = "") -> dict | None:
+        """The rank that brought the job down: one that raised, else the first to end without
+        finishing (as the watch saw them end), else the one Open MPI's report names."""
+        reported = {}
+        for rank, pid, host, sig in _REPORTED.findall(" ".join(stderr.split())):
+            reported.setdefault(int(rank), {"rank": int(rank), "pid": int(pid), "host": host, "signal": int(sig),
+                                            "signal_name": _signal_name(int(sig)), "seen_by": "mpirun's report"})
+        endings = sorted(self.endings, key=lambda e: e.after_s)
+        found = next(((e, how) for e in endings if (how := self.finished(e.rank)) not in (None, "finished")), None) \
+            or next(((e, None) for e in endings if self.finished(e.rank) is None), None)
+        if found is None:
+            return next(iter(reported.values()), None)
+        culprit = _described(*found)
+        report = reported.get(culprit["rank"])
+        if report and "signal" not in culprit and report["pid"] == culprit["pid"]:
+            culprit.update(signal=report["signal"], signal_name=report["signal_name"])
+        return culprit
+
+
+# "prterun noticed that process rank 1 with PID 25651 on node vm exited on signal 9 (Killed)."
+_REPORTED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _described(ending: Ending, how: str | None) -> dict:
+    out = {"rank": ending.rank, "pid": ending.pid, "host": ending.host, "after_s": round(ending.after_s, 3),
+           "seen_by": "vnetbench's watch"}
+    if how:
+        out["how"] = how
+    status = ending.wait_status
+    if status is not None:
+        if status & 0x7F:
+            out["signal"] = status & 0x7F
+            out["signal_name"] = _signal_name(status & 0x7F)
+        else:
+            out["exit_code"] = status >> 8
+    return out
+
+
+def _zombie_status(pid: int) -> int | None:
+    """The wait status of a process that ended and is not reaped yet (/proc/PID/stat field 52)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] != "Z" or len(fields) < 50:
+        return None
+    return int(fields[49])
+
+
+def _on_tmpfs(path: Path) -> bool:
+    target, best, kind = str(path.resolve()), "", ""
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            mount = fields[4]
+            if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+                best, kind = mount, fields[fields.index("-") + 1]
+    except (OSError, ValueError):
+        return False
+    return kind == "tmpfs"
+
+
+def kill_processes(job_dir: Path) -> list[int]:
+    """End every process that carries this job's directory in its environment; their pids."""
+    wanted = f"{ENV}={job_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    procs.kill_pids(found)
+    return found
+
+
+def end(job_dir: Path) -> None:
+    """What is left of a job: its processes, then its directory (and the parents, when empty)."""
+    kill_processes(job_dir)
+    shutil.rmtree(job_dir, ignore_errors=True)
+    _remove_if_empty(job_dir.parent)
+
+
+def _remove_if_empty(jobs: Path) -> None:
+    for folder in (jobs, jobs.parent):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty: in use by another job, or holding topology state
+            return
+
+
+def sweep_orphans() -> list[str]:
+    """End the jobs of vnetbench processes that died without ending them (killed with SIGKILL)."""
+    folder = state_root() / "jobs"
+    removed = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return removed
+    for name in names:
+        path = folder / name
+        try:
+            owner = json.loads((path / "owner.json").read_text())
+        except (OSError, ValueError):
+            if time.time() - _mtime(path) < 60:
+                continue  # being created
+            owner = {}
+        if owner and _start_time(owner.get("pid", -1)) == owner.get("start"):
+            continue  # its vnetbench is still running
+        age = time.time() - owner.get("created", _mtime(path) or time.time())
+        pids = kill_processes(path)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(f"job {name} of process {owner.get('pid', '?')}, which is gone ({age:.0f} s old"
+                       + (f"; ended {len(pids)} process(es))" if pids else ")"))
+    _remove_if_empty(folder)
+    return removed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
