@@ -58,6 +58,23 @@ def _private_dir(path: Path) -> None:
         raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
 
 
+def make_dir(kind: str) -> Path:
+    """A new private directory in the state root for files a run needs (hostfiles, ...), named
+    after this process so that ``sweep_orphans`` can remove it once the process is gone."""
+    root = state_root()
+    _private_dir(root)
+    return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-{_start_time(os.getpid())}-", dir=root))
+
+
+def remove_dir(path: Path) -> None:
+    """Remove a directory from ``make_dir``, and the state root with it when nothing else is there."""
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.rmdir(path.parent)
+    except OSError:
+        pass
+
+
 def _start_time(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
@@ -305,7 +322,7 @@ def sweep_orphans() -> list[str]:
     try:
         names = sorted(os.listdir(folder))
     except OSError:
-        return removed
+        names = []
     for name in names:
         path = folder / name
         try:
@@ -322,7 +339,15 @@ def sweep_orphans() -> list[str]:
         removed.append(f"job {name} of process {owner.get('pid', '?')}, which is gone ({age:.0f} s old"
                        + (f"; ended {len(pids)} process(es))" if pids else ")"))
     _remove_if_empty(folder)
+    for path in sorted(state_root().glob("*-*-*-*")):
+        found = _OWNED.fullmatch(path.name)
+        if found and path.is_dir() and _start_time(int(found[2])) != int(found[3]):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(f"{found[1]} directory {path.name} of process {found[2]}, which is gone")
     return removed
+
+
+_OWNED = re.compile(r"([a-z]+)-(\d+)-(\d+)-\w+")  # make_dir's names: KIND-PID-START-RANDOM
 
 
 def _mtime(path: Path) -> float:

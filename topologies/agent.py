@@ -24,9 +24,6 @@ _SSH_VALUE_OPTIONS = set("BbcDEeFIiJLlmOopQRSWw")
 REFUSED = 255  # what ssh exits with when it cannot reach a host
 NETNS_DIR = "/run/netns"
 CGROUP_DIR = "/sys/fs/cgroup"
-_ID = re.compile(r"[0-9a-f]{4}")
-# what plan.names() calls a VM's namespace and cgroups: vnb-ID-VM, VM a lower-case DNS label
-_VM_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 
 
 class Refused(Exception):
@@ -57,9 +54,9 @@ def check(st: dict, vm: dict) -> None:
     """Refused unless the VM's namespaces and cgroups are the ones vnetbench made for it."""
     tid, topology = st.get("id"), st.get("name")
     where = f"VM {vm.get('name')!r} of topology {topology!r}"
-    if not isinstance(tid, str) or not _ID.fullmatch(tid):
+    if not isinstance(tid, str) or not state.ID.fullmatch(tid):
         raise Refused(f"{where}: its state has no valid topology id ({tid!r})")
-    ours = re.compile(f"vnb-{tid}-{_VM_LABEL}")
+    ours = re.compile(f"vnb-{tid}-{state.VM_LABEL}")
     netns = vm.get("netns")
     if not isinstance(netns, str) or not ours.fullmatch(netns):
         raise Refused(f"{where}: {netns!r} is not the name of a namespace of this topology (vnb-{tid}-VM)")

@@ -10,10 +10,8 @@ ranks their Python at the same absolute path on every host (``--prefix``).
 import ipaddress
 import os
 import re
-import shutil
 import socket
 import sys
-import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -393,12 +391,16 @@ class HostsRealised(Realised):
 
     def _write_hostfile(self, entries) -> str:
         if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="vnetbench-hosts-")
+            from vnetbench import jobs
+
+            self._dir = str(jobs.make_dir("hosts"))
         path = Path(self._dir) / f"hostfile-{len(list(Path(self._dir).iterdir()))}"
         path.write_text("".join(f"{host.address} slots={count}\n" for host, count in entries))
         return str(path)
 
     def close(self) -> None:
         if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            from vnetbench import jobs
+
+            jobs.remove_dir(Path(self._dir))
             self._dir = None

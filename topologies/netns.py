@@ -289,6 +289,10 @@ def down(topology_id: str) -> dict | None:
 
 def teardown(st: dict) -> None:
     """Remove everything ``st`` lists that exists, then check that none of it is left."""
+    foreign = state.foreign_names(st)
+    if foreign:  # an edited or damaged state file: act on none of it
+        raise LaunchError(f"{state.directory(st.get('id', '?'))}/state.json names what vnetbench does not make "
+                          f"({', '.join(foreign[:4])}); nothing was removed; check it, and remove it by hand")
     lay = plan.Layout.from_dict(st["layout"])
     inodes = {i for i in (linux.netns_inode(vm.netns) for vm in lay.vms) if i}
     cgroups = [path for paths in st.get("cgroups", {}).values() for path in paths.values()]
@@ -385,37 +389,44 @@ def cleanup(everything: bool = False) -> list[str]:
     linux.require_root_and_tools()
     removed = []
     with _signals_blocked(), state.locked():
-        known_ids = set()
+        known_ids, refused = set(), []
         for st in state.all_states():
-            if everything or state.stale(st):
+            if state.foreign_names(st):
+                known_ids.add(st["id"])  # its objects are left alone too
+                refused.append(f"{state.directory(st['id'])}/state.json names what vnetbench does not make "
+                               f"({', '.join(state.foreign_names(st)[:4])})")
+            elif everything or state.stale(st):
                 teardown(st)
                 removed.append(f"topology {st['name']} ({st['id']}), {stale_reason(st) if state.stale(st) else 'up'}")
             else:
                 known_ids.add(st["id"])
         removed += _orphans(known_ids)
+    if refused:
+        raise LaunchError(f"{'; '.join(refused)}; nothing of it was removed; check it, and remove it by hand"
+                          + (f" (removed meanwhile: {', '.join(removed)})" if removed else ""))
     return removed
 
 
 def _orphans(known_ids: set[str]) -> list[str]:
     """vnetbench-named objects of no topology that is up: bridges, veths, namespaces, mounts, cgroups."""
-    def orphan(name: str, start: int) -> bool:
-        tid = name[start:start + 4]
-        return len(tid) == 4 and all(c in "0123456789abcdef" for c in tid) and tid not in known_ids
+    def orphan(pattern, name: str) -> bool:
+        found = pattern.fullmatch(name)
+        return bool(found) and found.group(1) not in known_ids
 
     removed = []
-    spaces = sorted(n for n in linux.netns_names() if n.startswith(plan.PREFIX + "-") and orphan(n, 4))
+    spaces = sorted(n for n in linux.netns_names() if orphan(state.ANY_NETNS, n))
     inodes = {i for i in (linux.netns_inode(n) for n in spaces) if i}
     cgroup_dirs = []
     for kind in ("cpuset", "memory"):
         root = linux.cgroup_root(kind)
         if root:
-            cgroup_dirs += [str(d) for d in sorted(root.glob(f"{plan.PREFIX}-*")) if d.is_dir() and orphan(d.name, 4)]
+            cgroup_dirs += [str(d) for d in sorted(root.glob(f"{plan.PREFIX}-*"))
+                            if d.is_dir() and orphan(state.ANY_NETNS, d.name)]
     pids = set(linux.pids_in_netns(inodes)) if inodes else set()
     for folder in cgroup_dirs:
         pids.update(linux.cgroup_pids(folder))
     linux.kill(sorted(pids))
-    kinds = ("s", "p", "v", "u")
-    links = sorted(n for n in linux.links() if n.startswith(plan.PREFIX) and orphan(n, 3) and n[7:8] in kinds)
+    links = sorted(n for n in linux.links() if orphan(state.ANY_LINK, n))
     lines = [f"link del {n}" for n in links] + [f"netns del {n}" for n in spaces]
     linux.ip_batch(lines, force=True)
     removed += [f"interface {n}" for n in links] + [f"namespace {n}" for n in spaces]

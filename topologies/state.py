@@ -11,11 +11,52 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from pathlib import Path
 
 RUN_DIR = Path("/run/vnetbench")
 VERSION = 1
+
+
+# the names plan.py gives what it makes; nothing else is ever removed, killed or entered
+ID = re.compile(r"[0-9a-f]{4}")
+VM_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # a VM's name: a lower-case DNS label
+ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}|p|v\d{1,3}|u\d{1,3}[ab])")
+ANY_NETNS = re.compile(rf"vnb-([0-9a-f]{{4}})-{VM_LABEL}")  # also the VMs' cgroup folders
+
+
+def foreign_names(st: dict) -> list[str]:
+    """What a state names that vnetbench would not have made for it (a damaged or edited file):
+    links, namespaces, UTS mounts and cgroups outside the topology's own names and places."""
+    tid = st.get("id")
+    if not isinstance(tid, str) or not ID.fullmatch(tid):
+        return [f"id {tid!r}"]
+    lay = st.get("layout") or {}
+    bad = []
+
+    def ours(pattern, name) -> bool:
+        found = isinstance(name, str) and pattern.fullmatch(name)
+        return bool(found) and found.group(1) == tid
+
+    links = [vm.get("veth") for vm in lay.get("vms", [])]
+    for sw in lay.get("switches", []):
+        links += [sw.get("bridge"), *(sw.get("uplink") or [])]
+    links += [name for name in (lay.get("physical"), lay.get("head_bridge")) if name is not None]
+    bad += [f"interface {name!r}" for name in links if not ours(ANY_LINK, name)]
+    uts_dir = directory(tid) / "uts"
+    for vm in lay.get("vms", []):
+        if not ours(ANY_NETNS, vm.get("netns")):
+            bad.append(f"namespace {vm.get('netns')!r}")
+        if not isinstance(vm.get("uts"), str) or Path(vm["uts"]).parent != uts_dir \
+                or not re.fullmatch(VM_LABEL, Path(vm["uts"]).name):
+            bad.append(f"UTS mount {vm.get('uts')!r}")
+    for kind, paths in (st.get("cgroups") or {}).items():
+        for path in (paths or {}).values():
+            if not isinstance(path, str) or not path.startswith("/sys/fs/cgroup/") or ".." in path.split("/") \
+                    or not ours(ANY_NETNS, os.path.basename(path)):
+                bad.append(f"{kind} cgroup {path!r}")
+    return bad
 
 
 def directory(topology_id: str) -> Path:

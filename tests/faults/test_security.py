@@ -307,6 +307,32 @@ def test_cleanup_removes_only_names_vnetbench_makes(clean_host):
         f"topology cleanup removed what is not vnetbench's: {cleaned.stdout}"
 
 
+@requires_netns
+@pytest.mark.parametrize("edit", ["netns", "veth", "cgroup"])
+def test_down_and_cleanup_refuse_a_state_that_names_what_vnetbench_does_not_make(vms, edit):
+    """An edited state file must not turn ``topology down`` or ``cleanup`` into a tool that deletes
+    another namespace or interface, or kills the processes of another cgroup."""
+    space = "vnbtest-foreign"
+    netns_add(space)
+    try:
+        if edit == "netns":
+            vms.set_vm(netns=space)
+        elif edit == "veth":
+            vms.set_vm(veth="eth0")
+        else:
+            vms.tamper(lambda st: st["cgroups"].setdefault("cpuset", {}).update(vm1="/sys/fs/cgroup/cpuset"))
+        name = vms.state["name"]
+        down = vnetbench("topology", "down", name)
+        cleanup = vnetbench("topology", "cleanup", "--all")
+        assert os.path.exists(f"/run/netns/{space}") and os.path.exists("/sys/class/net/eth0")
+    finally:
+        subprocess.run(["ip", "netns", "del", space], capture_output=True)
+    for proc in (down, cleanup):
+        assert proc.returncode == 1, proc.stderr
+        assert "names what vnetbench does not make" in proc.stderr and "nothing" in proc.stderr
+    assert os.path.exists(vms.path)  # still up: the fixture puts the state back and takes it down
+
+
 # ---- 2. no shell in the source ------------------------------------------------------------
 
 SHELL_CALLS = {("os", "system"), ("os", "popen"), ("subprocess", "getoutput"), ("subprocess", "getstatusoutput"),

@@ -107,6 +107,8 @@ def test_agent_enters_the_vm(tmp_path, monkeypatch):
     vm = fake_state(tmp_path, monkeypatch)
     calls = {}
     monkeypatch.setattr(agent, "enter", lambda vm, cgroups: calls.setdefault("enter", vm["name"]))
+    # what this fake state names does not exist; the checks of real namespaces are in tests/faults
+    monkeypatch.setattr(agent, "check", lambda st, vm: None)
     monkeypatch.setattr(agent.shutil, "which", lambda tool: "/usr/bin/nsenter")
     monkeypatch.setattr(agent.os, "execv", lambda path, argv: calls.setdefault("exec", argv))
     agent.main(["-x", "t-vm1", "PRTE_PREFIX=/v;export PRTE_PREFIX;/v/bin/prted", "--daemonize"])
