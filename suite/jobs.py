@@ -296,7 +296,7 @@ def kill_processes(job_dir: Path) -> list[int]:
             continue
         if wanted in environ.split(b"\0"):
             found.append(int(entry.name))
-    procs.kill_pids(found)
+    procs.kill(found, grace=0)
     return found
 
 

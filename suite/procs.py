@@ -42,24 +42,36 @@ def kill_session(sid: int, grace: float = 3.0) -> None:
             time.sleep(0.05)
 
 
-def kill_pids(pids, wait: float = 5.0) -> None:
-    """SIGKILL ``pids`` (what is left of a job that is over) and wait until they are gone."""
-    pids = [pid for pid in pids if pid != os.getpid()]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + wait
-    while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if _alive(pid)]
-        if pids:
-            time.sleep(0.02)
+def kill(pids, grace: float = 2.0) -> None:
+    """SIGTERM ``pids``, then SIGKILL whatever is still there after ``grace`` seconds (0: at once)."""
+    pids = [p for p in pids if p != os.getpid()]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        live = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                live.append(pid)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while live and time.monotonic() < deadline:
+            live = [p for p in live if _exists(p)]
+            if live:
+                time.sleep(0.02)
+        pids = live
+        if not pids:
+            return
 
 
-def _alive(pid: int) -> bool:
+def _exists(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return state != "Z"
+    if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        try:  # our own child: reap it
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return True

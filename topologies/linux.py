@@ -8,12 +8,12 @@ import functools
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from vnetbench.errors import LaunchError, UsageError
+from vnetbench.procs import kill  # noqa: F401 (teardown's and cleanup's kill)
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
          "umount": "util-linux"}
@@ -237,38 +237,3 @@ def command_name(pid: int) -> str | None:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return None
-
-
-def kill(pids, grace: float = 2.0) -> None:
-    """SIGTERM, then SIGKILL whatever is still there after ``grace`` seconds."""
-    pids = [p for p in pids if p != os.getpid()]
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
-        live = []
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-                live.append(pid)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while live and time.monotonic() < deadline:
-            live = [p for p in live if _exists(p)]
-            if live:
-                time.sleep(0.02)
-        pids = live
-        if not pids:
-            return
-
-
-def _exists(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[1].split()[0] == "Z":
-        try:  # our own child: reap it
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        return False
-    return True
