@@ -391,10 +391,11 @@ def cleanup(everything: bool = False) -> list[str]:
     with _signals_blocked(), state.locked():
         known_ids, refused = set(), []
         for st in state.all_states():
-            if state.foreign_names(st):
+            foreign = state.foreign_names(st)
+            if foreign:
                 known_ids.add(st["id"])  # its objects are left alone too
                 refused.append(f"{state.directory(st['id'])}/state.json names what vnetbench does not make "
-                               f"({', '.join(state.foreign_names(st)[:4])})")
+                               f"({', '.join(foreign[:4])})")
             elif everything or state.stale(st):
                 teardown(st)
                 removed.append(f"topology {st['name']} ({st['id']}), {stale_reason(st) if state.stale(st) else 'up'}")

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from vnetbench.procs import kill
+
 PREFIX = "vnbt"
 # the netns backend takes its subnets from 10.213.0.0/16; stay out of its way
 POOL = ipaddress.IPv4Network("10.214.0.0/16")
@@ -354,7 +356,7 @@ class SshdHosts:
 
     def stop_sshd(self, host: Host) -> None:
         """Kill ``host``'s sshd and everything running in its namespace (the host stays, refusing SSH)."""
-        _kill(_netns_pids(host.netns))
+        kill(_netns_pids(host.netns), grace=3.0)
         if host.proc is not None:
             try:
                 host.proc.wait(timeout=5)
@@ -398,7 +400,7 @@ class SshdHosts:
         pids = []
         for name in self._made_netns:
             pids += _netns_pids(name)
-        _kill(pids)
+        kill(pids, grace=3.0)
         for host in self.hosts:
             if host.proc is not None:
                 try:
@@ -443,26 +445,3 @@ def _links() -> list[str]:
 def _netns_pids(name: str) -> list[int]:
     out = _run(["ip", "netns", "pids", name], check=False).stdout
     return [int(pid) for pid in out.split() if pid.isdigit()]
-
-
-def _kill(pids: list[int], grace: float = 3.0) -> None:
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
-        alive = [pid for pid in pids if _alive(pid)]
-        if not alive:
-            return
-        for pid in alive:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(_alive(pid) for pid in alive):
-            time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
