@@ -53,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt as exc:
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError):
+            # an interrupt while a class was being made (during an import) comes wrapped
+            if not isinstance(exc.__cause__, KeyboardInterrupt):
+                raise
+            exc = exc.__cause__
         signum = getattr(exc, "signum", signal.SIGINT)
         print(f"vnetbench: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
         return 128 + signum

@@ -16,6 +16,7 @@ vnetbench was killed outright leaves its directory behind with a dead owner; ``s
 (run by each new job and by ``vnetbench topology cleanup``) ends its processes and removes it.
 """
 
+import atexit
 import json
 import os
 import re
@@ -124,6 +125,7 @@ class Job:
         (self.path / "ranks").mkdir()
         owner = {"pid": os.getpid(), "start": _start_time(os.getpid()), "run_id": self.run_id, "created": time.time()}
         (self.path / "owner.json").write_text(json.dumps(owner))
+        atexit.register(self._end)  # should a signal cut __exit__ short
         return self
 
     def env(self) -> dict[str, str]:
@@ -135,8 +137,12 @@ class Job:
         return env
 
     def __exit__(self, *exc):
+        self._end()
+
+    def _end(self) -> None:
         self.stop()
         end(self.path)
+        atexit.unregister(self._end)
 
     # ---- watch ----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import functools
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -32,14 +33,23 @@ def require_root_and_tools() -> None:
         raise UsageError(f"the netns backend needs {', '.join(missing)}; install them and retry")
 
 
+# what a terminal sends to vnetbench's process group
+_TERMINAL_SIGNALS = (-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP)
+
+
 def run(argv: list[str], stdin: str | None = None, timeout: float = 60, check: bool = True):
-    try:
-        # a session of its own: a Ctrl-C at the terminal reaches vnetbench, which finishes what it
-        # is doing (a teardown holds signals), but never kills an ip or tc half-way through
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
-                              start_new_session=True)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LaunchError(f"{shlex.join(argv)}: {exc}") from exc
+    for attempt in range(3):
+        try:
+            # a session of its own: a Ctrl-C at the terminal reaches vnetbench, which finishes what
+            # it is doing (a teardown holds signals), but not an ip or tc half-way through
+            done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LaunchError(f"{shlex.join(argv)}: {exc}") from exc
+        # the tool is still in vnetbench's process group for an instant after it starts, where a
+        # terminal's signal can end it: that is no answer of the tool's, so ask it again
+        if done.returncode not in _TERMINAL_SIGNALS:
+            break
     if check and done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().replace("\n", "; ")
         raise LaunchError(f"{shlex.join(argv)} failed: {detail}")

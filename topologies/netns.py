@@ -95,13 +95,18 @@ class NetnsRealised(Realised):
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
-        atexit.unregister(self.close)
         # a signal held back until the end of the teardown finds the previous handlers, not ours
         self._restore_signals()
-        if self.brought_up:
-            with _signals_blocked(), state.locked():
-                teardown(self.state)
+        with _signals_blocked():
+            # closed only once signals are held: a signal that lands before this point leaves the
+            # teardown to the atexit registration, which is still there
+            if self._closed:
+                return
+            self._closed = True
+            atexit.unregister(self.close)
+            if self.brought_up:
+                with state.locked():
+                    teardown(self.state)
 
     def _catch_signals(self):
         if threading.current_thread() is not threading.main_thread():
@@ -130,8 +135,14 @@ class _signals_blocked:
     def __enter__(self):
         self.caught, self.previous = [], {}
         if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+            try:
+                for sig in self.SIGNALS:
+                    if signal.getsignal(sig) == signal.SIG_IGN:
+                        continue  # ignored stays ignored, also by the tools started meanwhile
+                    self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+            except BaseException:  # a signal between two of these: leave the handlers as they were
+                self.__exit__()
+                raise
 
     def __exit__(self, *exc):
         for sig, handler in self.previous.items():
@@ -307,14 +318,15 @@ def teardown(st: dict) -> None:
     lines += [f"link del {sw.uplink[0]}" for sw in lay.switches if sw.uplink and sw.uplink[0] in present]
     lines += [f"link del {bridge}" for bridge in lay.bridges if bridge in present]
     lines += [f"netns del {vm.netns}" for vm in lay.vms if vm.netns in spaces]
-    linux.ip_batch(lines, force=True)
+    done = linux.ip_batch(lines, force=True)
     for vm in lay.vms:
         linux.unmount(vm.uts)
     for folder in cgroups:
         linux.remove_cgroup(folder)
     left = leftovers(lay, cgroups)
     if left:
-        raise LaunchError(f"topology {lay.name!r} could not be removed completely; left: {', '.join(left)}")
+        said = f" (ip exited with {done.returncode}: {done.stderr.strip()[:300]})" if done and done.returncode else ""
+        raise LaunchError(f"topology {lay.name!r} could not be removed completely; left: {', '.join(left)}{said}")
     shutil.rmtree(state.directory(lay.id), ignore_errors=True)
 
 

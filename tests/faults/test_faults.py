@@ -177,7 +177,8 @@ def _during_bringup(proc, store):
     def half_built():
         for folder in _topology_dirs():
             try:
-                if not json.loads((folder / "state.json").read_text())["complete"]:
+                st = json.loads((folder / "state.json").read_text())
+                if not st["complete"] and st["owner"]["pid"] == proc.pid:
                     return folder
             except (OSError, ValueError, KeyError):
                 continue
@@ -195,7 +196,13 @@ def _during_run(proc, store):
 
 def _during_teardown(proc, store):
     # the record is appended before the topology is taken down: from then on it is teardown
-    wait_for(lambda: store.exists() and store.stat().st_size, 120, "the run's record", interval=0.001)
+    def stored():
+        try:
+            return store.stat().st_size
+        except FileNotFoundError:  # not yet, or the start-up probe of the store came and went
+            return 0
+
+    wait_for(stored, 120, "the run's record", interval=0.001)
     assert any(name.startswith("vnb") for name in os.listdir("/sys/class/net")), "teardown was already over"
     return "teardown"
 
