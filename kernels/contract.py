@@ -1,0 +1,93 @@
+"""The contract every workload fills: a kernel module here, or (later) an application definition.
+
+A workload declares everything the rest of vnetbench needs to know about it; report, compare,
+plots and html learn it from here and hold no per-kernel knowledge of their own.
+
+A kernel is one module in this package, registered by name in ``KERNELS`` (``__init__.py``),
+exposing:
+
+- ``DESCRIPTION``: one line, shown by ``vnetbench run --help``;
+- ``MIN_RANKS``: the fewest ranks it runs on;
+- ``add_arguments(parser)``: its options, with their defaults (the one place they live);
+- ``check(params, ranks)``: raises ``UsageError`` naming the option when the values cannot run
+  (called by the launcher before anything starts, and again on the ranks);
+- ``default_timeout(params, ranks)``: seconds after which a run is presumed hung;
+- ``run(comm, params)``: runs on every rank and returns ``(metrics, validation)`` on rank 0,
+  where validation is ``{"passed": bool, "detail": str}``; other ranks may return anything;
+- ``metrics(m)``: given a record's ``metrics`` dict, the list of ``(Metric, raw value)`` it holds
+  (the caller keeps only finite numbers; the function may assume the shape ``run`` wrote but
+  must not fail on a missing key: return what is there);
+- ``table(names)``: given the metric names present, those the study-shaped tables and plots
+  show, in order (the first is the headline metric of the study table);
+- ``headline(m)``: given a record's ``metrics`` dict, ``[(column, value)]`` that ``run`` prints
+  for one record (a few numbers, units in the column name).
+
+Importing a kernel module must not initialise MPI: the launcher imports kernels to parse options.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a workload reports, and how to read it."""
+
+    name: str  # stable key, e.g. "elapsed_s", "bandwidth_mbps.triad", "latency_us@8B"
+    label: str  # for people: "elapsed", "triad bandwidth", "latency at 8 B"
+    unit: str
+    better: str | None  # "lower", "higher", or None when vnetbench does not know
+    scaling: bool = False  # speedup and efficiency across rank counts mean something
+    size: int | None = None  # message size in bytes, for per-size metrics (a series over sizes)
+
+    def __post_init__(self):
+        if self.better not in ("lower", "higher", None):
+            raise ValueError(f"Metric {self.name}: better must be 'lower', 'higher' or None, not {self.better!r}")
+
+    @property
+    def series(self) -> str:
+        """The name shared by every size of a per-size metric ("latency_us" for "latency_us@8B")."""
+        return self.name.rsplit("@", 1)[0] if self.size is not None else self.name
+
+
+class Workload(Protocol):
+    """What report, compare, plots and html ask of a kernel or an application."""
+
+    DESCRIPTION: str
+
+    def metrics(self, m: dict) -> list[tuple[Metric, object]]: ...
+
+    def table(self, names: list[str]) -> list[str]: ...
+
+    def headline(self, m: dict) -> list[tuple[str, object]]: ...
+
+
+TableChooser = Callable[[list[str]], list[str]]
+
+
+def per_size(m: dict, field: str, metric: Callable[[int], Metric]) -> list[tuple[Metric, object]]:
+    """``(metric(size), row[field])`` for each row of ``m["sizes"]``: the per-size metrics' common shape."""
+    rows = m.get("sizes")
+    if not isinstance(rows, list):
+        return []
+    out = []
+    for row in rows:
+        size = row.get("bytes") if isinstance(row, dict) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            out.append((metric(size), row.get(field)))
+    return out
+
+
+def smallest_and_largest(small_series: str, large_series: str) -> TableChooser:
+    """A table chooser: the smallest size of one per-size series and the largest of another."""
+
+    def choose(names):
+        def size(name):
+            return int(name.rsplit("@", 1)[1][:-1])
+
+        small = sorted((n for n in names if n.startswith(small_series + "@")), key=size)
+        large = sorted((n for n in names if n.startswith(large_series + "@")), key=size)
+        return list(dict.fromkeys([*small[:1], *large[-1:]]))
+
+    return choose
