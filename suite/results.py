@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from . import records as schema
 from .errors import UsageError
@@ -40,16 +41,24 @@ def run_options_of(record: dict) -> dict:
     return options if isinstance(options, dict) else {}
 
 
-def config_key(record: dict) -> tuple:
-    """(kernel, topology name, ranks, canonical params JSON, bind, canonical run options JSON).
+class ConfigKey(NamedTuple):
+    """What makes two runs comparable. Run options (memory policy, counters) change what a run
+    measures, so they are part of it; params and run options are canonical JSON."""
 
-    Run options (memory policy, counters) change what a run measures, so they are part of it.
-    """
-    return (record["kernel"], topology_name(record), record["ranks"], canonical(record["params"]), bind_of(record),
-            canonical(run_options_of(record)))
+    kernel: str
+    topology: str
+    ranks: int
+    params: str
+    bind: str | None
+    run_options: str
 
 
-def describe_key(key: tuple, with_params: bool = False) -> str:
+def config_key(record: dict) -> ConfigKey:
+    return ConfigKey(record["kernel"], topology_name(record), record["ranks"], canonical(record["params"]),
+                     bind_of(record), canonical(run_options_of(record)))
+
+
+def describe_key(key: ConfigKey, with_params: bool = False) -> str:
     kernel, topology, ranks, params, bind, options = key
     text = f"{kernel} x{ranks} on {topology}" + (f", bind {bind}" if bind else "")
     if options != "{}":
