@@ -1,15 +1,8 @@
 """Rank-side MPI kernels, registered by name; ``python -m vnetbench.kernels KERNEL`` runs one.
 
-A kernel is one module exposing:
-
-- ``DESCRIPTION``: one line for ``--help``;
-- ``MIN_RANKS``: the fewest ranks it runs on;
-- ``add_arguments(parser)``: its options, with their defaults (the one place they live);
-- ``check(params, ranks)``: raises ``UsageError`` naming the option when the values cannot run
-  (called by the launcher before anything starts, and again on the ranks);
-- ``default_timeout(params, ranks)``: seconds after which a run is presumed hung;
-- ``run(comm, params)``: runs on every rank and returns ``(metrics, validation)`` on rank 0,
-  where validation is ``{"passed": bool, "detail": str}``; other ranks may return anything.
+A kernel is one module filling the contract in ``contract.py``: its options and checks, the
+rank-side run, and the metrics, tables and headline that report, compare and plots read.
+Adding a kernel is adding its module and one line here; the order here is the report's order.
 
 Importing this package must not initialise MPI: the launcher imports kernels to parse options.
 """
@@ -35,6 +28,11 @@ def get(name: str):
 
         raise UsageError(f"kernel: unknown kernel {name!r}; choose from {', '.join(KERNELS)}")
     return importlib.import_module(f".{KERNELS[name]}", __name__)
+
+
+def find(name: str):
+    """The kernel module registered as ``name``, or None (a record from a newer vnetbench)."""
+    return importlib.import_module(f".{KERNELS[name]}", __name__) if name in KERNELS else None
 
 
 def parse_params(name: str, argv: list[str]) -> dict:

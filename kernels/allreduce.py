@@ -69,3 +69,44 @@ def run(comm, params):
     if bad:
         return metrics, {"passed": False, "detail": f"wrong sums at sizes {bad} bytes"}
     return metrics, {"passed": True, "detail": f"sum checked on every rank at {len(rows)} sizes"}
+
+
+# --- what report, compare and plots read (kernels/contract.py) ---------------------------
+
+SMOKE = ["--max-size", "4096", "--iterations", "50", "--warmup", "5"]
+
+
+def _avg_at(size):
+    from .contract import size_metric
+
+    return size_metric("avg_us", "average latency", "us", "lower")(size)
+
+
+def metrics(m):
+    from .contract import per_size
+
+    return per_size(m, "avg_us", _avg_at)
+
+
+def table(names):
+    from .contract import smallest_and_largest
+
+    return smallest_and_largest("avg_us", "avg_us")(names)
+
+
+def headline(m):
+    from .contract import ends
+
+    small, large = ends(m)
+    return [(f"avg us @{small.get('bytes', '?')}B", small.get("avg_us")),
+            (f"avg us @{large.get('bytes', '?')}B", large.get("avg_us"))]
+
+
+SIZE_COLUMNS = {"bytes": "size (B)", "avg_us": "avg us", "min_us": "min us", "max_us": "max us",
+                "iterations": "iterations"}
+
+
+def size_rows(m):
+    from .contract import size_table
+
+    return size_table(m, SIZE_COLUMNS)

@@ -20,7 +20,21 @@ exposing:
 - ``table(names)``: given the metric names present, those the study-shaped tables and plots
   show, in order (the first is the headline metric of the study table);
 - ``headline(m)``: given a record's ``metrics`` dict, ``[(column, value)]`` that ``run`` prints
-  for one record (a few numbers, units in the column name).
+  for one record (a few numbers, units in the column name);
+- ``SMOKE``: kernel options (argv, as typed after the kernel name) for a run of a few seconds at
+  2 ranks; the test that runs every registered kernel uses them.
+
+Optional:
+
+- ``breakdown(runs)`` with ``BREAKDOWN_TITLE``: given the passing records of one configuration,
+  ``{column: value}`` showing where the headline number comes from (a value may be a number, a
+  ``{part: number}`` mapping or a list of numbers; medians over ``runs``), or None;
+- ``size_rows(m)``: given a record's ``metrics`` dict, its per-size table as
+  ``[{column: value}]`` with ``bytes`` first (what ``run`` prints per message size).
+
+Per-size metrics (``Metric.size`` set) are drawn against message size, one panel per series;
+table metrics with ``scaling`` against rank count. The kernels' order in the registry is the
+order of the report.
 
 Importing a kernel module must not initialise MPI: the launcher imports kernels to parse options.
 """
@@ -66,6 +80,25 @@ class Workload(Protocol):
 TableChooser = Callable[[list[str]], list[str]]
 
 
+def size_metric(series: str, label: str, unit: str, better: str | None) -> Callable[[int], Metric]:
+    """A per-size metric family: ``size_metric("latency_us", "latency", "us", "lower")(8)`` is latency_us@8B."""
+
+    def at(size: int) -> Metric:
+        return Metric(f"{series}@{size}B", f"{label}{SIZE_LABEL}{size} B", unit, better, size=size)
+
+    return at
+
+
+SIZE_LABEL = " at "
+
+
+def series_label(metric: Metric) -> str:
+    """The label a per-size metric's series shares ("latency" for "latency at 8 B")."""
+    if metric.size is None:
+        return metric.label
+    return metric.label.removesuffix(f"{SIZE_LABEL}{metric.size} B")
+
+
 def per_size(m: dict, field: str, metric: Callable[[int], Metric]) -> list[tuple[Metric, object]]:
     """``(metric(size), row[field])`` for each row of ``m["sizes"]``: the per-size metrics' common shape."""
     rows = m.get("sizes")
@@ -91,3 +124,16 @@ def smallest_and_largest(small_series: str, large_series: str) -> TableChooser:
         return list(dict.fromkeys([*small[:1], *large[-1:]]))
 
     return choose
+
+
+def ends(m: dict) -> tuple[dict, dict]:
+    """The first and last rows of ``m["sizes"]`` (``{}`` when there are none): a headline's usual pair."""
+    rows = [row for row in m.get("sizes") or [] if isinstance(row, dict)] if isinstance(m.get("sizes"), list) else []
+    return (rows[0], rows[-1]) if rows else ({}, {})
+
+
+def size_table(m: dict, columns: dict[str, str]) -> list[dict]:
+    """``m["sizes"]`` as rows of ``{column title: value}``, for the fields in ``columns`` the rows hold."""
+    rows = [row for row in m.get("sizes") or [] if isinstance(row, dict)] if isinstance(m.get("sizes"), list) else []
+    present = [field for field in columns if any(field in row for row in rows)]
+    return [{columns[field]: row.get(field) for field in present} for row in rows]

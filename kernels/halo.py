@@ -399,3 +399,31 @@ def _verdict(everyone, messages, steps, reductions) -> dict:
             "detail": f"{messages} messages x {steps} steps checked on each of {len(everyone)} ranks "
                       f"(stamps, checksums, order, first and last values); {reductions} reductions "
                       f"complete"}
+
+
+# --- what report, compare and plots read (kernels/contract.py) ---------------------------
+
+SMOKE = ["--global", "16,16,16", "--steps", "5"]
+
+
+def metrics(m):
+    from .contract import Metric
+
+    step = m.get("step_s") if isinstance(m.get("step_s"), dict) else {}
+    return [(Metric("elapsed_s", "elapsed", "s", "lower", scaling=True), m.get("elapsed_s")),
+            (Metric("step_s.median", "median step", "s", "lower"), step.get("median")),
+            (Metric("compute_s", "compute", "s", "lower"), m.get("compute_s")),
+            (Metric("exchange_s", "halo exchange", "s", "lower"), m.get("exchange_s")),
+            (Metric("reduce_s", "reduction", "s", "lower"), m.get("reduce_s"))]
+
+
+def table(names):
+    return [name for name in ("elapsed_s",) if name in names]
+
+
+def headline(m):
+    step = m.get("step_s") if isinstance(m.get("step_s"), dict) else {}
+    median = step.get("median")
+    return [("elapsed s", m.get("elapsed_s")),
+            ("step median ms", median * 1e3 if isinstance(median, (int, float)) else None),
+            ("exchange s", m.get("exchange_s")), ("reduce s", m.get("reduce_s"))]

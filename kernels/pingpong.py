@@ -253,3 +253,52 @@ def _bandwidth(comm, rank, peer, sendbuf, recvbuf, ack, size, window, iters, war
     for req in reqs:
         req.Free()
     return elapsed
+
+
+# --- what report, compare and plots read (kernels/contract.py) ---------------------------
+
+SMOKE = ["--max-size", "4096", "--iterations", "100", "--large-iterations", "10", "--bw-iterations", "5",
+         "--window", "4", "--validate"]
+
+
+def _latency_at(size):
+    from .contract import size_metric
+
+    return size_metric("latency_us", "latency", "us", "lower")(size)
+
+
+def _bandwidth_at(size):
+    from .contract import size_metric
+
+    return size_metric("bandwidth_mbps", "bandwidth", "MB/s", "higher")(size)
+
+
+def metrics(m):
+    from .contract import per_size
+
+    return per_size(m, "latency_us", _latency_at) + per_size(m, "bandwidth_mbps", _bandwidth_at)
+
+
+def table(names):
+    from .contract import smallest_and_largest
+
+    return smallest_and_largest("latency_us", "bandwidth_mbps")(names)
+
+
+def headline(m):
+    from .contract import ends
+
+    small, large = ends(m)
+    return [(f"latency us @{small.get('bytes', '?')}B", small.get("latency_us")),
+            (f"MB/s @{large.get('bytes', '?')}B", large.get("bandwidth_mbps"))]
+
+
+SIZE_COLUMNS = {"bytes": "size (B)", "latency_us": "latency us", "latency_min_us": "min us",
+                "latency_max_us": "max us", "latency_p50_us": "p50 us", "latency_p99_us": "p99 us",
+                "bandwidth_mbps": "MB/s", "iterations": "iterations"}
+
+
+def size_rows(m):
+    from .contract import size_table
+
+    return size_table(m, SIZE_COLUMNS)

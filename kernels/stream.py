@@ -239,3 +239,58 @@ def _verdict(everyone, ntimes) -> dict:
         return {"passed": False, "detail": "; ".join(bad)}
     return {"passed": True, "detail": f"a, b, c match STREAM's replay after {ntimes} repetitions "
                                       f"(average relative error <= {EPSILON:g}) on all {len(everyone)} ranks"}
+
+
+# --- what report, compare and plots read (kernels/contract.py) ---------------------------
+
+SMOKE = ["--array-size", "100000", "--ntimes", "3"]
+TABLE_ORDER = ("triad", "copy", "scale", "add")
+BREAKDOWN_OP = "triad"
+BREAKDOWN_TITLE = f"{BREAKDOWN_OP} per VM and per rank, median of repetitions"
+
+
+def _bandwidth(m) -> dict:
+    bw = m.get("bandwidth_mbps")
+    return bw if isinstance(bw, dict) else {}
+
+
+def metrics(m):
+    from .contract import Metric
+
+    bw = _bandwidth(m)
+    return [(Metric(f"bandwidth_mbps.{op}", f"{op} bandwidth", "MB/s", "higher", scaling=True), bw.get(op))
+            for op in OPS]
+
+
+def table(names):
+    return [f"bandwidth_mbps.{op}" for op in TABLE_ORDER if f"bandwidth_mbps.{op}" in names]
+
+
+def headline(m):
+    bw = _bandwidth(m)
+    return [(f"{op} MB/s", bw.get(op)) for op in OPS]
+
+
+def breakdown(runs):
+    """Where the summed bandwidth comes from: each VM's ranks added up (by their own best times),
+    each rank's own bandwidth; medians over ``runs``. The summed figure is all ranks' bytes over
+    the slowest rank's time, as STREAM across VMs is summed in the study."""
+    from statistics import median
+
+    runs = [r for r in runs if r["metrics"].get("per_rank")]
+    if not runs:
+        return None
+    per_vm, per_rank = {}, {}
+    for record in runs:
+        where = {p["rank"]: p.get("vm") or p.get("hostname", "?") for p in record.get("placement") or []}
+        sums = {}
+        for entry in record["metrics"]["per_rank"]:
+            value = entry["bandwidth_mbps"][BREAKDOWN_OP]
+            per_rank.setdefault(entry["rank"], []).append(value)
+            vm = where.get(entry["rank"], "?")
+            sums[vm] = sums.get(vm, 0.0) + value
+        for vm, total in sums.items():
+            per_vm.setdefault(vm, []).append(total)
+    return {"summed MB/s": median(_bandwidth(r["metrics"])[BREAKDOWN_OP] for r in runs),
+            "per VM MB/s": {vm: median(values) for vm, values in sorted(per_vm.items())},
+            "per rank MB/s": [median(values) for _, values in sorted(per_rank.items())]}

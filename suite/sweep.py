@@ -15,7 +15,7 @@ from itertools import groupby
 from . import kernels, runner, topologies
 from .errors import UsageError, VnetbenchError
 from .records import failure_record
-from .results import bind_of, canonical, config_key
+from .analysis.records import bind_of, canonical, config_key
 from .store import Store, append_or_show
 
 

@@ -47,11 +47,11 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench import compare, results
+    from vnetbench.analysis import compare, records
 
     stores = []
     for option, path in (("BASELINE", args.baseline), ("CURRENT", args.current)):
-        loaded = results.load(path, option)
+        loaded = records.load(path, option)
         for warning in loaded.warnings():
             print(f"vnetbench: warning: {warning}", file=sys.stderr)
         stores.append(loaded)

@@ -1,10 +1,11 @@
 """``vnetbench report``: a store as the study's tables - topologies x rank counts, overhead, scaling, noise.
 
-Each cell is the median over repetitions of a configuration's headline metric (elapsed time
-for halo, bandwidth for stream, latency and bandwidth for pingpong and allreduce), with its
-spread and repetitions; beside it the overhead against --baseline at each rank count,
-speedup and parallel efficiency between rank counts, and each cell's coefficient of
-variation. Lines of the store that cannot be read are skipped with a warning naming them.
+Each cell is the median over repetitions of a configuration's table metric (as each kernel
+declares: elapsed time, bandwidth, latency at the smallest and bandwidth at the largest
+size), with its spread and repetitions; beside it the overhead against --baseline at each
+rank count (N/A where one side had more ranks than cpus), speedup and parallel efficiency
+between rank counts, and each cell's coefficient of variation. Lines of the store that
+cannot be read, and records whose metrics are not numbers, are named in a warning.
 """
 
 import sys
@@ -21,6 +22,8 @@ def register(sub):
                         help="topology that overhead is measured against (default native)")
     parser.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
     parser.add_argument("--runs", action="store_true", help="one row per record instead of the study's tables")
+    parser.add_argument("--sizes", metavar="RUN_ID", help="the per-size table of the records of one run "
+                        "(pingpong, allreduce: latency, bandwidth, spread per message size)")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the plots into FILE.png (matplotlib)")
     parser.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page with tables and plots")
     parser.set_defaults(func=handle)
@@ -39,33 +42,47 @@ def _check_output(option: str, path: str | None, suffixes: tuple[str, ...]) -> N
 
 
 def handle(args) -> int:
-    from vnetbench import breakdown, report, results, summary
+    from vnetbench.analysis import breakdown, metrics, records, render, report, tables as study
 
     _check_output("--plot", args.plot, (".png", ".svg", ".pdf"))
     _check_output("--html", args.html, (".html", ".htm"))
-    loaded = results.load(args.store, "--store")
+    loaded = records.load(args.store, "--store")
     for warning in loaded.warnings():
         print(f"vnetbench: warning: {warning}", file=sys.stderr)
+    not_numbers = [f"{loaded.path}:{loaded.line_of(r)}: {r['kernel']} run {r['run_id']} repetition "
+                   f"{r['repetition'] + 1}: {', '.join(bad)}" for r in loaded.ok() if (bad := metrics.not_numbers(r))]
+    for item in not_numbers:
+        print(f"vnetbench: warning: metrics not numbers, left out: {item}", file=sys.stderr)
     if not loaded.records:
         print(f"vnetbench: {args.store} holds no records", file=sys.stderr)
+        return 0
+    if args.sizes:
+        chosen = [r for r in loaded.records if r["run_id"] == args.sizes]
+        if not chosen:
+            raise UsageError(f"--sizes: no run {args.sizes!r} in {args.store}; 'vnetbench report --runs --format json' "
+                             "lists the run ids")
+        document = report.sizes_document(chosen)
+        if not document.grids:
+            raise UsageError(f"--sizes: run {args.sizes!r} ({chosen[0]['kernel']}) has no per-size table")
+        print(render.render(document, args.format))
         return 0
     if args.runs:
         print(report.render_records(loaded.records, args.format))
         return 0
-    tables = summary.build(loaded.records, args.baseline)
+    tables = study.build(loaded.records, args.baseline)
     context = {"store": str(loaded.path), "baseline": args.baseline, "records": len(loaded.records),
                "not_ok": len(loaded.records) - len(loaded.ok()),
                "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped],
-               "unmeasured": summary.unmeasured(loaded.records),
-               "stream_breakdown": breakdown.stream(loaded.ok())}
+               "unmeasured": study.unmeasured(loaded.records), "not_numbers": not_numbers,
+               "breakdowns": breakdown.breakdowns(loaded.ok())}
     print(report.render_study(tables, args.format, **context))
     if args.plot:
-        from vnetbench import plots
+        from vnetbench.analysis import plots
 
         drawn = plots.save(loaded.ok(), tables, args.plot, baseline=args.baseline)
         print(f"vnetbench: {drawn} plot(s) written to {args.plot}", file=sys.stderr)
     if args.html:
-        from vnetbench import html
+        from vnetbench.analysis import html
 
         html.write(args.html, loaded.ok(), tables, **context)
         print(f"vnetbench: report written to {args.html}", file=sys.stderr)

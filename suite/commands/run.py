@@ -86,7 +86,7 @@ def handle(args) -> int:
                                 store=args.store, timeout=args.timeout, bind=args.bind, on_record=show,
                                 rank_options=rank_options(args))
     if not args.json:
-        from vnetbench import report
+        from vnetbench.analysis import report
 
         print(report.render_records(records, "table"))
     print(f"vnetbench: {len(records)} record(s) appended to {args.store}", file=sys.stderr)

@@ -121,7 +121,7 @@ def handle(args) -> int:
 
 
 def describe_plan(args, study, plan, topology_names, rank_counts) -> None:
-    from vnetbench.summary import params_label
+    from vnetbench.analysis.tables import params_label
 
     setting = params_label(plan.kernel, plan.params, [])
     if args.study or not (args.kernel or args.topologies or args.ranks):
@@ -175,12 +175,12 @@ def run_with_progress(plan, store, fail_fast, records: list) -> None:
 
 
 def finish(args, plan, records, seconds) -> int:
-    from vnetbench import report, summary
+    from vnetbench import analysis
 
     bad = [r for r in records if r["status"] != "ok"]
     shown = plan.done + records
     if shown:
-        print(report.render_study(summary.build(shown), "table"))
+        print(analysis.study(shown))
     stopped = " (stopped by --fail-fast)" if args.fail_fast and bad and len(records) < len(plan.jobs) else ""
     by_status = {}
     for record in bad:

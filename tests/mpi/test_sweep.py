@@ -11,7 +11,8 @@ import time
 import pytest
 
 from conftest import requires_mpi, vnetbench
-from vnetbench import results, studies
+from vnetbench import studies
+from vnetbench.analysis import records
 from vnetbench.mpi import usable_cpus
 
 pytestmark = [pytest.mark.mpi, requires_mpi]
@@ -20,7 +21,7 @@ TINY_ALLREDUCE = ["--max-size", "1024", "--iterations", "20", "--large-iteration
 
 
 def stored(store) -> list[dict]:
-    loaded = results.load(store)
+    loaded = records.load(store)
     assert not loaded.skipped, loaded.warnings()  # never a half-written record
     return loaded.records
 

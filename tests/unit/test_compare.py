@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import vnetbench
-from vnetbench import compare
-from vnetbench.stats import welch
+from vnetbench.analysis import compare
+from vnetbench.analysis.stats import welch
 
 STORES = Path(__file__).resolve().parent.parent / "data" / "stores"
 sys.path.insert(0, str(STORES))

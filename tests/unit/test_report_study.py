@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import vnetbench
-from vnetbench import report, results, summary
+from vnetbench.analysis import records as loading, report, tables as study
 
 STORES = Path(__file__).resolve().parent.parent / "data" / "stores"
 STUDY = STORES / "study.jsonl"
@@ -27,7 +27,7 @@ STUDY = STORES / "study.jsonl"
 
 @pytest.fixture(scope="module")
 def tables():
-    return summary.build(results.load(STUDY).records, "native")
+    return study.build(loading.load(STUDY).records, "native")
 
 
 def table_of(tables, kernel, metric, **params):
@@ -92,7 +92,7 @@ def test_pingpong_small_latency_and_large_bandwidth(tables):
 
 
 def test_missing_baseline_gives_no_overhead():
-    tables = summary.build(results.load(STUDY).records, "1vm")
+    tables = study.build(loading.load(STUDY).records, "1vm")
     halo = [t for t in tables if t.kernel == "halo"][0]
     assert halo.baseline is None
     assert all(cell.overhead_pct is None for r in halo.rows for cell in r.cells.values())
@@ -134,14 +134,14 @@ def test_rows_split_by_binding_only_when_one_count_ran_both():
 
     records = craft.halo("native", 2, [1.0, 1.2], bind="core") + craft.halo("native", 2, [2.0], bind="none") \
         + craft.halo("native", 4, [0.7], bind="none")
-    (table,) = summary.build(records)
+    (table,) = study.build(records)
     assert [r.label for r in table.rows] == ["native [bind core]", "native [bind none]"]
-    plain = summary.build(craft.halo("native", 2, [1.0], bind="core") + craft.halo("native", 4, [0.6], bind="none"))
+    plain = study.build(craft.halo("native", 2, [1.0], bind="core") + craft.halo("native", 4, [0.6], bind="none"))
     assert [r.label for r in plain[0].rows] == ["native"]
 
 
 def test_run_records_rendering_still_works():
-    records = results.load(STUDY).records[:3]
+    records = loading.load(STUDY).records[:3]
     assert "elapsed s" in report.render_records(records, "table")
     assert report.render_records(records, "markdown").startswith("| kernel | topology |")
 
@@ -185,8 +185,8 @@ def test_configurations_that_never_passed_are_named(tmp_path):
     import craft
 
     runs = craft.halo("native", 2, [1.0]) + [craft.record("halo", "2vm-2vswitch", 2, 0, {}, status="timeout")]
-    assert summary.unmeasured(runs) == ["halo x2 on 2vm-2vswitch, bind core: 1 timeout"]
-    assert summary.unmeasured(results.load(STUDY).records) == []  # one timeout beside three passes
+    assert study.unmeasured(runs) == ["halo x2 on 2vm-2vswitch, bind core: 1 timeout"]
+    assert study.unmeasured(loading.load(STUDY).records) == []  # one timeout beside three passes
     craft.write(tmp_path / "s.jsonl", runs)
     proc = vnetbench("report", "--store", tmp_path / "s.jsonl", check=0)
     assert "no passing run: halo x2 on 2vm-2vswitch, bind core: 1 timeout" in proc.stdout

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from vnetbench import stats
+from vnetbench.analysis import stats
 
 
 def test_summary_of_three_repetitions():

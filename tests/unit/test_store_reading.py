@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import vnetbench
-from vnetbench import compare, metrics, records, report, results, summary
+from vnetbench import records
+from vnetbench.analysis import compare, metrics, report, tables as study
+from vnetbench.analysis import records as loading
 from vnetbench.errors import UsageError
 from vnetbench.store import Store, StoreWarning
 
@@ -18,7 +20,7 @@ import craft  # noqa: E402
 
 
 def test_damaged_store_keeps_sound_records_and_names_bad_lines():
-    loaded = results.load(STORES / "damaged.jsonl")
+    loaded = loading.load(STORES / "damaged.jsonl")
     assert len(loaded.records) == 6
     assert [(s.line, s.reason.split(" (")[0].split(":")[0]) for s in loaded.skipped] == [
         (2, "not JSON"), (4, "not a vnetbench record"), (9, "truncated last line")]
@@ -48,7 +50,7 @@ def test_truncated_line_then_more_appends_stays_readable(tmp_path):
     good = craft.halo("native", 2, [1.0, 2.0])
     store.write_bytes(json.dumps(good[0]).encode() + b"\n" + json.dumps(good[1]).encode()[:40])
     Store(store).append(craft.halo("native", 2, [3.0])[0] | {"run_id": "after"})
-    loaded = results.load(store)
+    loaded = loading.load(store)
     assert [r["run_id"] for r in loaded.records] == [good[0]["run_id"], "after"]
     assert [s.line for s in loaded.skipped] == [2]
 
@@ -71,7 +73,7 @@ def malformed_records():
 def test_malformed_metrics_yield_fewer_numbers_never_errors(record, tmp_path):
     assert records.check_record(record) == []  # sound at the record level, odd inside
     metrics.values(record)
-    tables = summary.build([record])
+    tables = study.build([record])
     for fmt in ("table", "markdown", "csv", "json"):
         report.render_study(tables, fmt, baseline="native")
     compare.render(compare.compare([record], [record]), "markdown")
@@ -88,7 +90,7 @@ def test_unknown_kernel_numbers_are_kept_without_a_direction():
 
 def test_newer_schema_is_refused_with_the_option_named():
     with pytest.raises(UsageError, match=r"BASELINE: .*schema version 99 \(line 2\).*up to 1.*upgrade vnetbench"):
-        results.load(STORES / "newer-schema.jsonl", "BASELINE")
+        loading.load(STORES / "newer-schema.jsonl", "BASELINE")
 
 
 def test_older_schema_is_migrated(tmp_path, monkeypatch):
@@ -98,10 +100,10 @@ def test_older_schema_is_migrated(tmp_path, monkeypatch):
         return record
 
     monkeypatch.setattr(records, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(results.MIGRATIONS, 1, to_v2)
+    monkeypatch.setitem(loading.MIGRATIONS, 1, to_v2)
     store = tmp_path / "old.jsonl"
     craft.write(store, [craft.record("halo", "native", 2, 0, {"elapsed": 4.0})])
-    loaded = results.load(store)
+    loaded = loading.load(store)
     assert loaded.migrated == 1 and loaded.records[0]["schema_version"] == 2
     assert loaded.records[0]["metrics"] == {"elapsed_s": 4.0}
     assert "migrated to schema version 2" in loaded.warnings()[0]
@@ -112,19 +114,19 @@ def test_older_schema_without_migration_is_refused(tmp_path, monkeypatch):
     store = tmp_path / "old.jsonl"
     craft.write(store, [craft.record("halo", "native", 2, 0, {"elapsed_s": 4.0})])
     with pytest.raises(UsageError, match="CURRENT: .*schema version 1, which this vnetbench .* cannot migrate"):
-        results.load(store, "CURRENT")
+        loading.load(store, "CURRENT")
 
 
 def test_duplicate_records_count_once(tmp_path):
     store = tmp_path / "dup.jsonl"
     (one,) = craft.halo("native", 2, [1.0])
     craft.write(store, [one, one])
-    loaded = results.load(store)
+    loaded = loading.load(store)
     assert len(loaded.records) == 1 and loaded.duplicates == 1
 
 
 def test_config_key_parts():
     (one,) = craft.halo("native", 4, [1.0], params={"steps": 3}, bind="none")
     one["run_options"] = {"mem_policy": "interleave"}
-    assert results.config_key(one) == ("halo", "native", 4, '{"steps":3}', "none", '{"mem_policy":"interleave"}')
-    assert results.describe_key(results.config_key(one)) == 'halo x4 on native, bind none, {"mem_policy":"interleave"}'
+    assert loading.config_key(one) == ("halo", "native", 4, '{"steps":3}', "none", '{"mem_policy":"interleave"}')
+    assert loading.describe_key(loading.config_key(one)) == 'halo x4 on native, bind none, {"mem_policy":"interleave"}'

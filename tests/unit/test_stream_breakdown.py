@@ -1,6 +1,6 @@
 """STREAM per VM and per rank, from crafted records, against hand-computed medians."""
 
-from vnetbench import breakdown
+from vnetbench.analysis import breakdown, report
 
 
 def record(topology, triads, vms, summed, options=None):
@@ -16,17 +16,18 @@ def test_per_vm_sums_its_ranks_and_medians_over_repetitions():
             record("2vm", [110, 210, 310, 410], ["a", "a", "b", "b"], 1000),
             record("2vm", [90, 190, 290, 390], ["a", "a", "b", "b"], 1010),
             {**record("2vm", [1, 1, 1, 1], ["a", "a", "b", "b"], 4), "status": "failed"}]
-    (row,) = breakdown.stream(runs)
-    assert row["repetitions"] == 3
-    assert row["summed_mbps"] == 1000
-    assert row["per_vm_mbps"] == {"a": 300, "b": 700}
-    assert row["per_rank_mbps"] == {"0": 100, "1": 200, "2": 300, "3": 400}
+    (row,) = breakdown.breakdowns(runs)
+    assert row["repetitions"] == 3 and row["title"].startswith("stream: triad per VM and per rank")
+    assert row["columns"]["summed MB/s"] == 1000
+    assert row["columns"]["per VM MB/s"] == {"a": 300, "b": 700}
+    assert row["columns"]["per rank MB/s"] == [100, 200, 300, 400]
 
 
 def test_memory_policies_are_separate_rows_and_labelled():
     runs = [record("native", [50, 50], ["h", "h"], 100),
             record("native", [40, 40], ["h", "h"], 80, {"mem_policy": "interleave", "allow_single_node": True})]
-    rows = breakdown.stream(runs)  # sorted by configuration: the interleaved run's options sort first
+    rows = breakdown.breakdowns(runs)  # sorted by configuration: the interleaved run's options sort first
     assert [breakdown.memory_label(r["run_options"]) for r in rows] == ["interleave (single node)", "local"]
-    headers, body = breakdown.grid(rows)
-    assert body[0][3] == "80" and body[1][4] == "h 100"
+    (grid,) = report.breakdown_grids(rows)
+    assert grid.headers[:4] == ["topology", "ranks", "memory", "summed MB/s"]
+    assert grid.rows[0][3] == "80" and grid.rows[1][4] == "h 100" and grid.rows[1][5] == "50, 50"

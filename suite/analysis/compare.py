@@ -10,11 +10,12 @@ pyperf, which calls such differences "not significant" instead of printing a per
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..kernels.contract import Metric
+from . import format as fmt
 from . import metrics as registry
-from .metrics import Metric
-from .results import config_key, describe_key
-from .stats import Summary, TestResult, change_pct, summarise, welch
-from .summary import worse_pct
+from .records import ConfigKey, config_key, describe_key
+from .render import Document, Grid, render as render_document
+from .stats import Summary, TestResult, change_pct, summarise, welch, worse_pct
 
 VERDICTS = ("regression", "improvement", "untested", "within noise", "within threshold", "not significant",
             "unchanged")
@@ -22,7 +23,7 @@ VERDICTS = ("regression", "improvement", "untested", "within noise", "within thr
 
 @dataclass
 class Change:
-    key: tuple
+    key: ConfigKey
     metric: Metric
     baseline: Summary
     current: Summary
@@ -138,25 +139,13 @@ def compare(baseline: list[dict], current: list[dict], threshold_pct: float = 5.
 SHOWN = ("regression", "improvement", "untested")
 
 
-def _label(key: tuple) -> str:
+def label(key: ConfigKey) -> str:
     import json
 
-    from .summary import params_label
+    from .tables import params_label
 
-    kernel, params = key[0], key[3]
-    setting = params_label(kernel, json.loads(params), [])
+    setting = params_label(key.kernel, json.loads(key.params), [])
     return describe_key(key) + (f", {setting}" if setting else "")
-
-
-def _fmt(value: float | None, digits: str = ".4g") -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if abs(value) >= 1000 else format(value, digits)
-
-
-def _side(s: Summary) -> str:
-    spread = f" +-{s.spread_pct:.1f}%" if s.n > 1 and s.spread_pct is not None else ""
-    return f"{_fmt(s.median)}{spread} x{s.n}"
 
 
 def rows(result: Comparison, show_all: bool = False) -> tuple[list[str], list[list[str]]]:
@@ -164,9 +153,9 @@ def rows(result: Comparison, show_all: bool = False) -> tuple[list[str], list[li
     order = {v: i for i, v in enumerate(VERDICTS)}
     chosen = [c for c in result.changes if show_all or c.verdict in SHOWN]
     chosen.sort(key=lambda c: (order[c.verdict], -abs(c.worse_pct or 0)))
-    body = [[_label(c.key), f"{c.metric.name} ({c.metric.unit})" if c.metric.unit else c.metric.name,
-             _side(c.baseline), _side(c.current), "-" if c.change_pct is None else f"{c.change_pct:+.1f}%",
-             "-" if c.test.p_value is None else f"{c.test.p_value:.3g}", f"{c.noise_floor_pct:.1f}%", c.verdict]
+    body = [[label(c.key), f"{c.metric.name} ({c.metric.unit})" if c.metric.unit else c.metric.name,
+             fmt.summary(c.baseline), fmt.summary(c.current), fmt.signed_pct(c.change_pct),
+             "-" if c.test.p_value is None else f"{c.test.p_value:.3g}", fmt.pct(c.noise_floor_pct), c.verdict]
             for c in chosen]
     return headers, body
 
@@ -185,42 +174,20 @@ def summary_lines(result: Comparison) -> list[str]:
         lines.append("untested: beyond the threshold but with fewer than 2 repetitions on a side; "
                      "run with --repeat 3 or more to test")
     for key, statuses in result.broken:
-        lines.append(f"BROKEN: {_label(key)} passed in the baseline and has no passing run now "
+        lines.append(f"BROKEN: {label(key)} passed in the baseline and has no passing run now "
                      f"({', '.join(f'{n} {s}' for s, n in statuses.items())})")
     if result.only_baseline:
         lines.append(f"{len(result.only_baseline)} configuration(s) only in the baseline, e.g. "
-                     f"{_label(result.only_baseline[0])}")
+                     f"{label(result.only_baseline[0])}")
     if result.only_current:
         lines.append(f"{len(result.only_current)} configuration(s) only in the current store, e.g. "
-                     f"{_label(result.only_current[0])}")
+                     f"{label(result.only_current[0])}")
     return lines
 
 
-def render(result: Comparison, fmt: str = "table", show_all: bool = False) -> str:
-    if fmt == "json":
-        import json
-
-        return json.dumps(result.to_dict(), indent=2, sort_keys=True)
+def render(result: Comparison, form: str = "table", show_all: bool = False) -> str:
     headers, body = rows(result, show_all)
-    if fmt == "markdown":
-        status = "**regressed**" if result.regressed else "no regression"
-        lines = [f"### vnetbench compare: {status}", ""] + [f"- {line}" for line in summary_lines(result)]
-        if body:
-            lines += ["", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-            lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
-        return "\n".join(lines)
-    from io import StringIO
-
-    from rich.console import Console
-    from rich.table import Table
-
-    buffer = StringIO()
-    console = Console(file=buffer, width=200, no_color=True, highlight=False)
-    if body:
-        table = Table(*headers)
-        for row in body:
-            table.add_row(*row)
-        console.print(table, markup=False)
-    for line in summary_lines(result):
-        console.print(line, markup=False, soft_wrap=True)
-    return buffer.getvalue().rstrip()
+    status = "**regressed**" if result.regressed else "no regression"
+    doc = Document([Grid(headers, body)] if body else [], before=summary_lines(result),
+                   heading=f"vnetbench compare: {status}", csv_rows=[headers, *body], data=result.to_dict())
+    return render_document(doc, form)

@@ -3,18 +3,18 @@
 Each cell summarises the repetitions of one configuration (median, spread, coefficient of
 variation); beside the cells: overhead against a baseline topology at the same rank count,
 and speedup and parallel efficiency from one rank count to the next. Only runs with status
-"ok" are measured; the others are counted per cell. Pure: records in, dataclasses out.
+"ok" are measured; the others are counted per cell. A cell whose ranks outnumbered the cpus
+they ran on (more ranks than a VM's vCPUs), or whose baseline cell did, is not compared with
+it: its overhead is N/A, with the reason. Pure: records in, dataclasses out.
 """
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..kernels.contract import Metric
 from . import metrics as registry
-from .metrics import Metric
-from .results import bind_of, canonical, run_options_of, topology_name
-from .stats import Summary, summarise
-
-KERNEL_ORDER = ("halo", "stream", "pingpong", "allreduce")
+from .records import bind_of, canonical, config_key, describe_key, run_options_of, topology_name
+from .stats import Summary, summarise, worse_pct
 
 
 @dataclass
@@ -24,9 +24,12 @@ class Cell:
     values: list[float]
     failed: dict[str, int]
     overhead_pct: float | None = None
+    oversubscribed: str | None = None  # why its ranks outnumbered their cpus, when they did
+    overhead_na: str | None = None  # why no overhead is given although both sides ran
 
     def to_dict(self) -> dict:
-        out = {"ranks": self.ranks, "values": self.values, "failed": self.failed, "overhead_pct": self.overhead_pct}
+        out = {"ranks": self.ranks, "values": self.values, "failed": self.failed, "overhead_pct": self.overhead_pct,
+               "oversubscribed": self.oversubscribed, "overhead_na": self.overhead_na}
         out.update(self.summary.to_dict() if self.summary else {"n": 0, "median": None, "cv_pct": None})
         return out
 
@@ -88,7 +91,7 @@ def build(records: list[dict], baseline: str = "native") -> list[StudyTable]:
     groups = defaultdict(list)
     for record in records:
         groups[(record["kernel"], canonical(record["params"]), canonical(run_options_of(record)))].append(record)
-    order = sorted(groups, key=lambda key: (_kernel_rank(key[0]), key[0]))
+    order = sorted(groups, key=lambda key: registry.order(key[0]))
     tables = []
     for key in order:
         group = groups[key]
@@ -99,14 +102,10 @@ def build(records: list[dict], baseline: str = "native") -> list[StudyTable]:
     return tables
 
 
-def _kernel_rank(kernel):
-    return KERNEL_ORDER.index(kernel) if kernel in KERNEL_ORDER else len(KERNEL_ORDER)
-
-
 def params_label(kernel: str, params: dict, siblings: list[dict]) -> str:
     """The parameters that set this table apart: those off the kernel's defaults, else those that differ."""
     try:
-        from . import kernels
+        from .. import kernels
 
         reference = kernels.defaults(kernel)
     except Exception:  # a kernel this installation lacks: fall back to what differs between tables
@@ -138,7 +137,7 @@ def _tables_for(kernel, group, label, baseline) -> list[StudyTable]:
     for name in registry.table_metrics(kernel, list(described)):
         metric = described[name]
         rows = {key: Row(*key) for key in row_order}
-        cells = defaultdict(lambda: ([], defaultdict(int)))
+        cells = defaultdict(lambda: ([], defaultdict(int), []))
         for record in group:
             slot = cells[(keys[id(record)], record["ranks"])]
             if record["status"] != "ok":
@@ -147,8 +146,10 @@ def _tables_for(kernel, group, label, baseline) -> list[StudyTable]:
             value = registry.values(record).get(name)
             if value is not None:
                 slot[0].append(value)
-        for (key, ranks), (found, failed) in cells.items():
-            rows[key].cells[ranks] = Cell(ranks, summarise(found) if found else None, found, dict(failed))
+                slot[2].append(oversubscription(record))
+        for (key, ranks), (found, failed, over) in cells.items():
+            rows[key].cells[ranks] = Cell(ranks, summarise(found) if found else None, found, dict(failed),
+                                          oversubscribed=next(filter(None, over), None))
         base = _baseline_rows(rows, baseline)
         for key, row in rows.items():
             reference = base.get(key[1], next(iter(base.values()), None))
@@ -165,13 +166,30 @@ def _baseline_rows(rows: dict, baseline: str) -> dict:
     return {key[1]: row for key, row in rows.items() if key[0] == baseline}
 
 
-def worse_pct(reference: float, value: float, better: str | None) -> float | None:
-    """How much worse ``value`` is than ``reference``, in % of it (negative: better); None without a direction."""
-    if not reference or better is None:
+def oversubscription(record: dict) -> str | None:
+    """Why the record's ranks outnumbered the cpus they ran on, or None when they did not.
+
+    The per-rank placement is the realised truth (each rank's VM and that VM's vCPUs); the
+    launcher's own note (``launch.notes.oversubscribed``, ranks against cores) covers runs
+    without VMs. A record that says neither is taken as not oversubscribed.
+    """
+    per_vm, cpus = defaultdict(int), {}
+    for place in record.get("placement") or []:
+        if isinstance(place, dict) and isinstance(place.get("vm"), str) and isinstance(place.get("vm_cpus"), list):
+            per_vm[place["vm"]] += 1
+            cpus[place["vm"]] = len(place["vm_cpus"])
+    crowded = [f"{n} ranks on {cpus[vm]} vCPU{'s' if cpus[vm] != 1 else ''} in VM {vm}"
+               for vm, n in per_vm.items() if n > cpus[vm]]
+    if crowded:
+        return "; ".join(crowded)
+    if per_vm:
         return None
-    if better == "lower":
-        return (value - reference) / reference * 100
-    return (reference - value) / reference * 100
+    launch = record.get("launch")
+    notes = launch.get("notes") if isinstance(launch, dict) else None
+    if isinstance(notes, dict) and notes.get("oversubscribed") is True:
+        cores = notes.get("cores")
+        return f"{record['ranks']} ranks on {cores} cores" if isinstance(cores, int) else "ranks oversubscribed"
+    return None
 
 
 def _overheads(row: Row, reference: Row | None, metric: Metric) -> None:
@@ -179,8 +197,15 @@ def _overheads(row: Row, reference: Row | None, metric: Metric) -> None:
         return
     for ranks, cell in row.cells.items():
         base = reference.cells.get(ranks)
-        if cell.summary and base and base.summary:
-            cell.overhead_pct = worse_pct(base.summary.median, cell.summary.median, metric.better)
+        if not (cell.summary and base and base.summary):
+            continue
+        if row is not reference and (cell.oversubscribed or base.oversubscribed):
+            # a crowded side measures the cpu sharing, not the topology
+            cell.overhead_na = "; ".join(filter(None, [
+                cell.oversubscribed and f"oversubscribed: {cell.oversubscribed}",
+                base.oversubscribed and f"{reference.label} oversubscribed: {base.oversubscribed}"]))
+            continue
+        cell.overhead_pct = worse_pct(base.summary.median, cell.summary.median, metric.better)
 
 
 def _scaling(row: Row, metric: Metric, rank_counts: list[int]) -> list[Step]:
@@ -199,8 +224,6 @@ def to_json(tables: list[StudyTable], **context) -> dict:
 
 def unmeasured(records: list[dict]) -> list[str]:
     """Configurations that ran but never passed (so no cell shows them), as 'halo x4 on native: 2 timeout'."""
-    from .results import config_key, describe_key
-
     statuses = defaultdict(lambda: defaultdict(int))
     for record in records:
         statuses[config_key(record)][record["status"]] += 1

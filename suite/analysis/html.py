@@ -5,10 +5,10 @@ import datetime
 import html
 from pathlib import Path
 
+from ..errors import UsageError
 from . import plots
-from .errors import UsageError
 from .report import LEGEND, study_grid
-from .summary import StudyTable
+from .tables import StudyTable
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }

@@ -9,10 +9,11 @@ import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ..errors import UsageError
+from ..kernels.contract import series_label
 from . import metrics
-from .errors import UsageError
-from .results import canonical, run_options_of, topology_name
-from .summary import StudyTable
+from .records import canonical, run_options_of, topology_name
+from .tables import StudyTable
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 STUDY_ORDER = ("native", "1vm", "2vm-1vswitch", "2vm-2vswitch", "4vm-1vswitch", "4vm-4vswitch")
@@ -61,7 +62,8 @@ def pyplot():
 
 
 def panels(records: list[dict], tables: list[StudyTable], baseline: str = "native") -> list[Panel]:
-    """What to draw, in report order: one scaling panel per kernel setting, two size panels for pingpong."""
+    """What to draw, in report order: per kernel setting, one scaling panel when its table metric
+    scales with ranks, else one panel per per-size series its kernel declares."""
     out, seen = [], set()
     for table in tables:
         key = (table.kernel, canonical(table.params), canonical(table.run_options))
@@ -73,16 +75,23 @@ def panels(records: list[dict], tables: list[StudyTable], baseline: str = "nativ
             seen.add(key)
             out.append(Panel(table.kernel, table.params_label, f"{table.kernel}: {table.metric.label} vs ranks{suffix}",
                              lambda ax, t=table: _draw_scaling(ax, t, baseline)))
-        elif table.kernel == "pingpong":
+        else:
             seen.add(key)
-            out.append(Panel("pingpong", table.params_label, f"pingpong: latency vs message size{suffix}",
-                             lambda ax, g=group: _draw_sizes(ax, g, "latency_us", "latency (us)")))
-            out.append(Panel("pingpong", table.params_label, f"pingpong: bandwidth vs message size{suffix}",
-                             lambda ax, g=group: _draw_sizes(ax, g, "bandwidth_mbps", "bandwidth (MB/s)")))
-        elif table.kernel == "allreduce":
-            seen.add(key)
-            out.append(Panel("allreduce", table.params_label, f"allreduce: latency vs message size{suffix}",
-                             lambda ax, g=group: _draw_sizes(ax, g, "avg_us", "average latency (us)")))
+            for name, metric in _size_series(group).items():
+                unit = f" ({metric.unit})" if metric.unit else ""
+                out.append(Panel(table.kernel, table.params_label,
+                                 f"{table.kernel}: {series_label(metric)} vs message size{suffix}",
+                                 lambda ax, g=group, n=name, y=series_label(metric) + unit: _draw_sizes(ax, g, n, y)))
+    return out
+
+
+def _size_series(group: list[dict]) -> dict:
+    """Per-size series name -> one of its metrics, in the order the kernel declares them."""
+    out = {}
+    for record in group:
+        for metric in metrics.described(record).values():
+            if metric.size is not None:
+                out.setdefault(metric.series, metric)
     return out
 
 
@@ -118,10 +127,10 @@ def _draw_scaling(ax, table: StudyTable, baseline: str) -> None:
     ax.set_ylabel(f"{table.metric.label}{unit}, median")
 
 
-def _draw_sizes(ax, group: list[dict], field: str, ylabel: str) -> None:
+def _draw_sizes(ax, group: list[dict], name: str, ylabel: str) -> None:
     lines = defaultdict(lambda: defaultdict(list))
     for record in group:
-        for size, value in metrics.series(record, field):
+        for size, value in metrics.series(record, name):
             lines[(topology_name(record), record["ranks"])][size].append(value)
     several_counts = len({ranks for _, ranks in lines}) > 1
     styles, values = ["-", "--", ":", "-."], []

@@ -1,8 +1,9 @@
-"""Reading stores for analysis: sound records migrated to the current schema, grouped by configuration.
+"""Records in: a store's sound records (read by ``Store.scan``), migrated to the current schema,
+de-duplicated, and keyed by configuration.
 
 A configuration is what makes two runs comparable: kernel, topology, ranks, every kernel
-parameter, the binding the ranks ran with and the run options (memory policy, counters). Sweep's ``--resume``, report's cells and
-compare's matching all use ``config_key``.
+parameter, the binding the ranks ran with and the run options (memory policy, counters).
+Sweep's ``--resume``, report's cells and compare's matching all use ``config_key``.
 """
 
 import json
@@ -11,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from . import records as schema
-from .errors import UsageError
-from .store import Store
+from .. import records as schema
+from ..errors import UsageError
+from ..store import Store
 
 # schema version v -> function turning a record of version v into one of version v + 1
 MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
@@ -21,6 +22,11 @@ MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
 
 def canonical(params) -> str:
     return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def identity(record: dict) -> tuple[str, int]:
+    """(run id, repetition): one run's record, wherever it was stored or ingested."""
+    return record["run_id"], record["repetition"]
 
 
 def bind_of(record: dict) -> str | None:
@@ -59,11 +65,10 @@ def config_key(record: dict) -> ConfigKey:
 
 
 def describe_key(key: ConfigKey, with_params: bool = False) -> str:
-    kernel, topology, ranks, params, bind, options = key
-    text = f"{kernel} x{ranks} on {topology}" + (f", bind {bind}" if bind else "")
-    if options != "{}":
-        text += f", {options}"
-    return f"{text} {params}" if with_params else text
+    text = f"{key.kernel} x{key.ranks} on {key.topology}" + (f", bind {key.bind}" if key.bind else "")
+    if key.run_options != "{}":
+        text += f", {key.run_options}"
+    return f"{text} {key.params}" if with_params else text
 
 
 @dataclass
@@ -79,9 +84,13 @@ class Loaded:
     skipped: list[Skipped] = field(default_factory=list)
     migrated: int = 0
     duplicates: int = 0
+    lines: dict[tuple, int] = field(default_factory=dict)  # identity -> line of the store
 
     def ok(self) -> list[dict]:
         return [record for record in self.records if record["status"] == "ok"]
+
+    def line_of(self, record: dict) -> int | None:
+        return self.lines.get(identity(record))
 
     def warnings(self) -> list[str]:
         out = [f"{self.path}:{item.line}: skipped: {item.reason}" for item in self.skipped]
@@ -95,26 +104,29 @@ class Loaded:
 def load(path, option: str = "--store") -> Loaded:
     """The store's sound records; UsageError naming ``option`` when it is missing or of a newer schema."""
     path = Path(path)
-    if not path.exists():
-        raise UsageError(f"{option}: {path} does not exist")
-    if path.is_dir():
-        raise UsageError(f"{option}: {path} is a directory, not a store file")
-    records, bad = Store(path).scan()
+    try:
+        records, bad = Store(path).scan()
+    except UsageError as exc:  # the store's own refusal, said of the option the user gave
+        raise UsageError(f"{option}: {str(exc).removeprefix('--store: ')}") from None
     if bad:
         _refuse_newer(path, bad, option)
     loaded = Loaded(path, [], [Skipped(item.line, item.reason) for item in bad])
-    seen = set()
-    for record in records:
+    for record, line in zip(records, _sound_lines(path, {item.line for item in bad})):
         if record["schema_version"] < schema.SCHEMA_VERSION:
             record = migrate(record, path, option)
             loaded.migrated += 1
-        identity = (record["run_id"], record["repetition"])
-        if identity in seen:
+        if identity(record) in loaded.lines:
             loaded.duplicates += 1
             continue
-        seen.add(identity)
+        loaded.lines[identity(record)] = line
         loaded.records.append(record)
     return loaded
+
+
+def _sound_lines(path: Path, bad: set[int]) -> list[int]:
+    # the line numbers of scan's records, in its order: the non-blank lines it did not skip
+    text = path.read_bytes().split(b"\n")
+    return [n for n, line in enumerate(text, start=1) if line.strip() and n not in bad]
 
 
 def migrate(record: dict, path="", option: str = "--store") -> dict:

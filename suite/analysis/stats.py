@@ -132,3 +132,13 @@ def change_pct(baseline: float, current: float) -> float | None:
     if not baseline:
         return None
     return (current - baseline) / abs(baseline) * 100
+
+
+def worse_pct(reference: float, value: float, better: str | None) -> float | None:
+    """How much worse ``value`` is than ``reference``, in % of it (negative: better); None without a direction."""
+    if better is None:
+        return None
+    change = change_pct(reference, value)
+    if change is None:
+        return None
+    return change if better == "lower" else -change
