@@ -110,3 +110,16 @@ def size_rows(m):
     from .contract import size_table
 
     return size_table(m, SIZE_COLUMNS)
+
+
+def _osu():
+    from .contract import OsuColumn, OsuLayout
+
+    # osu_allreduce -f (min, max and iterations beside the average); the sum is of float64
+    return (OsuLayout("OSU MPI Allreduce Latency Test", "MPI_DOUBLE",
+                      (OsuColumn("Avg Latency(us)", "avg_us"), OsuColumn("Min Latency(us)", "min_us"),
+                       OsuColumn("Max Latency(us)", "max_us"), OsuColumn("Iterations", "iterations", 12, True)),
+                      collective=True),)
+
+
+OSU = _osu()

@@ -30,7 +30,9 @@ Optional:
   ``{column: value}`` showing where the headline number comes from (a value may be a number, a
   ``{part: number}`` mapping or a list of numbers; medians over ``runs``), or None;
 - ``size_rows(m)``: given a record's ``metrics`` dict, its per-size table as
-  ``[{column: value}]`` with ``bytes`` first (what ``run`` prints per message size).
+  ``[{column: value}]`` with ``bytes`` first (what ``run`` prints per message size);
+- ``OSU``: the OSU micro-benchmarks outputs the kernel's per-size rows correspond to, as
+  ``OsuLayout`` values (``run --format osu`` prints them in OSU's own layout, to diff).
 
 Per-size metrics (``Metric.size`` set) are drawn against message size, one panel per series;
 table metrics with ``scaling`` against rank count. The kernels' order in the registry is the
@@ -137,3 +139,21 @@ def size_table(m: dict, columns: dict[str, str]) -> list[dict]:
     rows = [row for row in m.get("sizes") or [] if isinstance(row, dict)] if isinstance(m.get("sizes"), list) else []
     present = [field for field in columns if any(field in row for row in rows)]
     return [{columns[field]: row.get(field) for field in present} for row in rows]
+
+
+@dataclass(frozen=True)
+class OsuColumn:
+    header: str  # OSU's column title, e.g. "Latency (us)"
+    field: str  # the key in each row of ``metrics["sizes"]``
+    width: int = 20  # OSU's FIELD_WIDTH, 12 for the iteration count
+    whole: bool = False  # printed as an integer (OSU's "%*lu"), else "%*.2f"
+
+
+@dataclass(frozen=True)
+class OsuLayout:
+    """One OSU benchmark's output: ``# TITLE vVERSION``, ``# Datatype: ...``, the header, a row per size."""
+
+    title: str  # e.g. "OSU MPI Latency Test"
+    datatype: str  # e.g. "MPI_CHAR"
+    columns: tuple[OsuColumn, ...]
+    collective: bool = False  # OSU's collectives print an empty line before the title

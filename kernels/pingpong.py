@@ -302,3 +302,13 @@ def size_rows(m):
     from .contract import size_table
 
     return size_table(m, SIZE_COLUMNS)
+
+
+def _osu():
+    from .contract import OsuColumn, OsuLayout
+
+    return (OsuLayout("OSU MPI Latency Test", "MPI_CHAR", (OsuColumn("Latency (us)", "latency_us"),)),
+            OsuLayout("OSU MPI Bandwidth Test", "MPI_CHAR", (OsuColumn("Bandwidth (MB/s)", "bandwidth_mbps"),)))
+
+
+OSU = _osu()

@@ -178,3 +178,17 @@ def study_document(tables: list[StudyTable], context: dict) -> Document:
     grids += breakdown_grids(context.get("breakdowns") or [])
     return Document(grids, before=_header_lines(context), legend=LEGEND, csv_rows=_csv_rows(tables),
                     data=to_json(tables, **context, legend=LEGEND))
+
+
+RUN_FORMATS = ("table", "osu")
+
+
+def run_text(records: list[dict], form: str = "table") -> str:
+    """What ``run`` prints: a row per record and each record's per-size table, or OSU's layout."""
+    if form == "osu":
+        from . import osu
+
+        return osu.text(records) or ""
+    doc = records_document(records)
+    doc.grids += sizes_document(records).grids
+    return render(doc, "table")

@@ -37,6 +37,8 @@ def register(sub):
                         help="MPI ranks (default 2)")
     add_common(parser)
     parser.add_argument("--json", action="store_true", help="print the records as JSON Lines on stdout")
+    parser.add_argument("--format", choices=["table", "osu"], default="table",
+                        help="table (with per-size rows) or osu: per-size rows in the OSU benchmarks' layout")
     parser.add_argument("-h", "--help", action="store_true", help="show help (with KERNEL: its options)")
     parser.set_defaults(func=handle, parser=parser, takes_extra=True)
 
@@ -75,6 +77,10 @@ def handle(args) -> int:
     from vnetbench import runner
 
     params = parse_kernel_options(args, args.parser)
+    if args.format == "osu":
+        from vnetbench.analysis import osu
+
+        osu.check(args.kernel)
     shown = []
 
     def show(record):
@@ -88,6 +94,6 @@ def handle(args) -> int:
     if not args.json:
         from vnetbench.analysis import report
 
-        print(report.render_records(records, "table"))
+        print(report.run_text(records, args.format))
     print(f"vnetbench: {len(records)} record(s) appended to {args.store}", file=sys.stderr)
     return 0 if all(record["status"] == "ok" for record in records) else 1
