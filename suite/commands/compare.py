@@ -43,12 +43,23 @@ def register(sub):
     parser.add_argument("--format", choices=["table", "markdown", "json"], default="table",
                         help="markdown suits CI comments (default table)")
     parser.add_argument("--all", action="store_true", help="list every metric, not only the changes")
+    parser.add_argument("--junit", metavar="FILE.xml", help="also write JUnit XML: a test case per configuration "
+                        "and metric, a failure per regression, skipped where a configuration has no counterpart")
     parser.set_defaults(func=handle)
 
 
 def handle(args) -> int:
     from vnetbench.analysis import compare, records
 
+    if args.junit:
+        from pathlib import Path
+
+        from vnetbench.errors import UsageError
+
+        target = Path(args.junit)
+        if target.is_dir() or not target.parent.is_dir():
+            raise UsageError(f"--junit: cannot write {args.junit}: "
+                             f"{'it is a directory' if target.is_dir() else 'no such folder'}")
     stores = []
     for option, path in (("BASELINE", args.baseline), ("CURRENT", args.current)):
         loaded = records.load(path, option)
@@ -57,6 +68,11 @@ def handle(args) -> int:
         stores.append(loaded)
     result = compare.compare(stores[0].records, stores[1].records, args.threshold, args.alpha)
     print(compare.render(result, args.format, args.all))
+    if args.junit:
+        from vnetbench.analysis import junit
+
+        junit.write(args.junit, result)
+        print(f"vnetbench: JUnit XML written to {args.junit}", file=sys.stderr)
     if not result.changes and not result.broken:
         print("vnetbench: no configuration appears in both stores with passing runs; nothing compared",
               file=sys.stderr)
