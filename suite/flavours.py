@@ -95,6 +95,8 @@ def intent_from_prrte(args: list[str]) -> Intent:
             raise LaunchError(f"launch argument {opt!r} has no meaning vnetbench can give other MPIs")
         i += 2
     intent.subnet = intent.subnet or intent.mca.get("btl_tcp_if_include")
+    if intent.agent and "vnetbench.topologies.agent" in intent.agent:
+        intent.iface = VM_IFACE  # the emulated VMs' interface, the same name in every VM
     return intent
 
 
