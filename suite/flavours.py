@@ -232,7 +232,10 @@ class Mpich(Launcher):
         env = {}
         if intent.iface:
             # the MPI traffic of ch4:ucx, ch4:ofi (tcp) and ch3:nemesis, each by its own setting
-            env.update(UCX_NET_DEVICES=intent.iface, UCX_TLS="self,sm,tcp", FI_PROVIDER="tcp",
+            # UCX's shared memory reaches across network namespaces (it tells machines apart by more
+            # than their hostname) and would bypass the emulated network: ranks talk over TCP, even
+            # two in one VM (Open MPI's sm stays inside a VM, as its peers are told apart by hostname)
+            env.update(UCX_NET_DEVICES=intent.iface, UCX_TLS="self,tcp", FI_PROVIDER="tcp",
                        FI_TCP_IFACE=intent.iface, MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=intent.iface)
         return env
 

@@ -77,6 +77,8 @@ def venv(name: str) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test processes build one venv, not two halves
         if not (path / ".complete").exists():
             _build(name, path)
+        # dependencies added since the venv was built, then this checkout (seconds when nothing changed)
+        _run([str(python), "-m", "pip", "install", "-q", *_dependencies()], name, timeout=BUILD_TIMEOUT)
         _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(REPO)], name, timeout=300)
     return path
 
