@@ -31,9 +31,9 @@ def add_option(parser) -> None:
 
 
 def requested(choice: str | None) -> str:
+    source = "--mpi" if choice else ENV
     choice = choice or os.environ.get(ENV) or "auto"
     if choice not in CHOICES and "/" not in choice:
-        source = "--mpi" if choice else ENV
         raise UsageError(f"{source}: {choice!r} is not allowed; choose auto, openmpi, mpich or a path to "
                          f"mpirun/mpiexec")
     return choice
