@@ -183,7 +183,8 @@ class OpenMPI4(Launcher):
         if intent.bind:
             args += ["--bind-to", intent.bind]
         if intent.prefix:
-            args += ["--prefix", intent.prefix]
+            # the Open MPI installation on every host is this launcher's own (the venv is the wheel's)
+            args += ["--prefix", os.path.dirname(os.path.dirname(self.path))]
         # ORTE's names for what PRRTE calls plm_ssh_* and prte_if_include; vader is 4.x's shared memory
         mca = {key: (value.replace("sm", "vader") if key == "btl" else value) for key, value in intent.mca.items()}
         if intent.agent:
@@ -222,7 +223,9 @@ class Mpich(Launcher):
             args += ["-bind-to", intent.bind]
         if intent.agent:
             args += ["-launcher", "ssh", "-launcher-exec", _agent_executable(intent.agent)]
-        if intent.iface:
+        elif intent.ssh_args and intent.hostfile:
+            args += ["-launcher", "ssh", "-launcher-exec", _ssh_wrapper(intent.ssh_args, intent.hostfile)]
+        if intent.subnet:
             # proxies reach mpiexec at its address on the topology's subnet, not at its hostname's
             args += ["-localhost", _local_address(intent.subnet)]
         # Hydra passes mpiexec's whole environment to every rank: ``forward`` needs no option
@@ -258,6 +261,17 @@ def _agent_executable(agent: str) -> str:
         raise LaunchError(f"{script} is missing: reinstall vnetbench (pip install -e .) so that its "
                           f"vnetbench-agent script exists; MPICH's Hydra calls the launch agent by path")
     return script
+
+
+def _ssh_wrapper(ssh_args: str, hostfile: str) -> str:
+    """Hydra's -launcher-exec takes no options: a script beside the hostfile runs ssh with the hosts'."""
+    import shlex
+
+    path = f"{hostfile}.ssh"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"#!/bin/sh\nexec ssh {shlex.join(ssh_args.split())} \"$@\"\n")
+    os.chmod(path, 0o700)
+    return path
 
 
 def _local_address(subnet: str | None) -> str:
