@@ -49,3 +49,37 @@ def test_hello_on_two_hosts(flavour, hello_of, hosts):
     assert outcome.returncode == 0 and not outcome.timed_out, outcome.tail(20)
     said = sorted(re.findall(r"rank (\d+) of (\d+) on (\S+)", out.getvalue()))
     assert said == [("0", "2", hosts["h0"].hostname), ("1", "2", hosts["h1"].hostname)], out.getvalue()
+
+
+def _check(hosts, venv: str, *extra) -> tuple[int, list[dict], str]:
+    import json
+    import subprocess
+
+    inventory = hosts.write_inventory(hosts.dir / "inventory-check.yml", {"compute": ["h0", "h1"]},
+                                      all_vars={"vnetbench_venv": venv})
+    proc = subprocess.run([sys.executable, "-m", "vnetbench", "hosts", "check", "--inventory", str(inventory),
+                           "--json", *extra], capture_output=True, text=True, timeout=120)
+    return proc.returncode, json.loads(proc.stdout or "[]"), proc.stderr
+
+
+def test_hosts_check_reports_the_site_mpi_of_every_host(python_of, hosts, tmp_path):
+    venv = str(__import__("pathlib").Path(python_of("mpich")).parent.parent)
+    code, reports, err = _check(hosts, venv, "--mpi", "mpich")
+    assert code == 0, err
+    assert {r["probe"]["mpi"] for r in reports} == {"MPICH 4.0.2 (Hydra, libmpich.so.12)"}, reports
+
+    # A fake, on purpose: h1 sees another Hydra at /usr/bin/mpiexec.hydra (bind-mounted in its own mount
+    # namespace only), as a host with an older MPICH installed would
+    fake = tmp_path / "mpiexec.hydra"
+    fake.write_text("#!/bin/sh\nprintf 'HYDRA build details:\\n    Version:    3.4.1\\n'\n")
+    fake.chmod(0o755)
+    hosts.restart_sshd(hosts["h1"], [(str(fake), "/usr/bin/mpiexec.hydra")])
+    try:
+        code, reports, err = _check(hosts, venv, "--mpi", "mpich")
+    finally:
+        hosts.restart_sshd(hosts["h1"])
+    assert code == 1
+    problems = {r["name"]: r["problems"] for r in reports}
+    assert problems["h0"] == []
+    assert problems["h1"] == ["MPI MPICH 3.4.1 (Hydra, libmpich.so.12) differs from MPICH 4.0.2 (Hydra, "
+                              "libmpich.so.12) on h0"], problems
