@@ -13,6 +13,7 @@ from .conftest import FLAVOURS, LIBRARY, TINY, cli
 
 KERNELS = list(TINY)
 VMS = ["2vm-2vswitch-vm1", "2vm-2vswitch-vm2"]
+VERSION = {"openmpi5": "Open MPI 5.", "openmpi4": "Open MPI 4.", "mpich": "MPICH 4."}
 
 
 def ranks_said(stdout: str) -> list[tuple[int, int, str]]:
@@ -39,6 +40,7 @@ def test_every_kernel_natively(flavour, python_of, tmp_path):
         assert record["ranks"] == 2 and len(record["placement"]) == 2
         assert record["launch"]["mpi"]["flavour"] == FLAVOURS[flavour][1]
         assert record["environment"]["mpi_library"].startswith(LIBRARY[flavour]), record["environment"]["mpi_library"]
+        assert record["environment"]["versions"]["mpi"].startswith(VERSION[flavour])
 
 
 # one bring-up for every flavour's jobs on 2vm-2vswitch; the host is compared with how it was before
