@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from .errors import LaunchError, UsageError
+from .topologies.local import mca_args
 
 FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
 FLAVOURS: dict[str, type["Launcher"]] = {}
@@ -134,13 +135,6 @@ class Launcher:
         return {}
 
 
-def _mca(flag: str, settings: dict[str, str]) -> list[str]:
-    out = []
-    for key, value in settings.items():
-        out += [flag, key, value]
-    return out
-
-
 @register("openmpi5")
 class OpenMPI5(Launcher):
     family, runtime, title = "openmpi", "PRRTE", "Open MPI"
@@ -158,7 +152,7 @@ class OpenMPI5(Launcher):
             args += ["--map-by", ":OVERSUBSCRIBE"]
         if intent.bind:
             args += ["--bind-to", intent.bind]
-        return [self.path, *args, *_mca("--mca", intent.mca), *program]
+        return [self.path, *args, *mca_args(intent.mca), *program]
 
 
 @register("openmpi4")
@@ -197,7 +191,7 @@ class OpenMPI4(Launcher):
             mca["oob_tcp_if_include"] = intent.subnet
         for name in forward:
             args += ["-x", name]
-        return [self.path, *args, *_mca("--mca", mca), *program]
+        return [self.path, *args, *mca_args(mca), *program]
 
 
 @register("mpich")
