@@ -92,6 +92,20 @@ def mpi4py_linkage() -> linkage.Linkage | None:
     return None
 
 
+def _our_python(path: str) -> bool:
+    """``path`` is this environment's Python, or a script whose #! line runs it."""
+    ours = os.path.dirname(os.path.abspath(sys.executable))
+    if os.path.basename(path).startswith("python"):
+        return os.path.dirname(os.path.abspath(path)) == ours
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(300)
+    except OSError:
+        return False
+    interpreter = first[2:].split()[0].decode(errors="replace") if first.startswith(b"#!") and first[2:].split() else ""
+    return os.path.basename(interpreter).startswith("python") and os.path.dirname(interpreter) == ours
+
+
 def choose(choice: str | None, program: str | None = None) -> tuple[flavours.Launcher, linkage.Linkage | None]:
     """(the launcher, the MPI the ranks will load) for ``program`` (a path or name; None: the kernels,
     through mpi4py); UsageError for a launcher of another family than that MPI."""
@@ -101,6 +115,9 @@ def choose(choice: str | None, program: str | None = None) -> tuple[flavours.Lau
     else:
         path = linkage.which_program(program)
         needs, what = (linkage.mpi_linkage(path) if path else None), program
+        if needs is None and path and _our_python(path):
+            # a program run by this venv's Python: its MPI is mpi4py's (python itself links no MPI)
+            needs = mpi4py_linkage()
     if choice == "auto":
         launcher = find(needs.family, needs.path) if needs else find("openmpi")
     elif choice in flavours.FAMILY_NAMES:
