@@ -90,3 +90,18 @@ def test_every_kernel_in_two_vms(flavour, python_of, two_vms, tmp_path):
         assert [p["vm"] for p in record["placement"]] == ["vm1", "vm2"]
         assert record["launch"]["mpi"]["flavour"] == FLAVOURS[flavour][1]
         assert record["environment"]["mpi_library"].startswith(LIBRARY[flavour])
+
+
+@pytest.mark.timeout(120)
+def test_a_sweep_runs_with_the_chosen_mpi(python_of, tmp_path):
+    python = python_of("mpich")
+    store = tmp_path / "sweep.jsonl"
+    proc = cli(python, "sweep", "--kernel", "allreduce", "--topologies", "native", "--ranks", "2", "--repeat", "1",
+               "--mpi", "mpich", "--store", store, *TINY["allreduce"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (record,) = [json.loads(line) for line in store.read_text().splitlines()]
+    assert record["status"] == "ok" and record["launch"]["mpi"]["runtime"] == "Hydra"
+    refused = cli(python, "sweep", "--kernel", "allreduce", "--topologies", "native", "--ranks", "2",
+                  "--mpi", "openmpi", "--store", tmp_path / "refused.jsonl", *TINY["allreduce"])
+    assert refused.returncode == 2 and "but --mpi is Open MPI" in refused.stderr
+    assert not (tmp_path / "refused.jsonl").exists()
