@@ -58,12 +58,16 @@ def collect(hostnames, mpi_library_version: str | None = None) -> dict:
         mpi4py_version = mpi4py.__version__
     except ImportError:
         mpi4py_version = None
-    open_mpi = None
+    open_mpi = mpi = None
     if mpi_library_version:
-        # "Open MPI v5.0.11, package: ..." -> "5.0.11"
+        # "Open MPI v5.0.11, package: ..." -> "5.0.11"; "MPICH Version:\t4.0.2\nMPICH Release ..." -> MPICH 4.0.2
         mpi_library_version = mpi_library_version.strip("\x00 \n")
-        head = mpi_library_version.split(",")[0]
-        open_mpi = head.rsplit("v", 1)[-1].strip() if "Open MPI" in head else head.strip()
+        head = mpi_library_version.splitlines()[0].split(",")[0]
+        if "Open MPI" in head:
+            open_mpi = head.rsplit("v", 1)[-1].strip()
+            mpi = f"Open MPI {open_mpi}"
+        else:
+            mpi = " ".join(head.replace("Version:", "").split())
     return {
         "hostnames": sorted(set(hostnames)),
         "cpu_model": cpu_model(),
@@ -74,6 +78,7 @@ def collect(hostnames, mpi_library_version: str | None = None) -> dict:
         "versions": {
             "vnetbench": vnetbench.__version__,
             "open_mpi": open_mpi,
+            "mpi": mpi,
             "mpi4py": mpi4py_version,
             "numpy": numpy.__version__,
             "python": platform.python_version(),

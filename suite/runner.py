@@ -4,7 +4,7 @@ import shlex
 import sys
 from collections.abc import Callable
 
-from . import jobs, kernels, launch, mpi, topologies
+from . import jobs, kernels, launch, mpiselect, topologies
 from .errors import UsageError
 from .records import failure_record, new_run_id, now
 from .store import Store, append_or_show
@@ -26,13 +26,14 @@ def prepare(kernel: str, params: dict | None, ranks: int) -> tuple[object, dict]
 def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topology="native", repeat: int = 1,
                store: Store | str | None = None, timeout: float | None = None, bind: str | None = None,
                realised=None, on_record: Callable[[dict], None] | None = None,
-               rank_options: dict | None = None) -> list[dict]:
+               rank_options: dict | None = None, mpi: str | None = None) -> list[dict]:
     """Run ``kernel`` ``repeat`` times on ``ranks`` ranks; append each record to ``store``; return them.
 
     ``topology`` is a preset name, a YAML path or a loaded Topology; pass ``realised`` to reuse a
     topology that is already up (a sweep does). A failed or timed-out repetition is recorded,
     not raised; bad input raises UsageError before anything starts. ``rank_options`` holds
-    mem_policy, allow_single_node and counters (see ``vnetbench.kernels.RANK_OPTIONS``).
+    mem_policy, allow_single_node and counters (see ``vnetbench.kernels.RANK_OPTIONS``). ``mpi`` is
+    --mpi (auto, openmpi, mpich or a launcher's path; None: $VNETBENCH_MPI, else auto).
     """
     module, params = prepare(kernel, params, ranks)
     rank_options = check_rank_options(rank_options)
@@ -43,13 +44,14 @@ def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topol
     if store is not None:
         store.check_writable()
     timeout = timeout or module.default_timeout(params, ranks)
-    mpi.mpirun()  # fail before bring-up when there is no MPI
+    launcher, _ = mpiselect.choose(mpi)  # before bring-up: no MPI, or one mpi4py cannot run under
     if realised is not None:
-        return _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options)
+        return _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options,
+                       launcher)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
     check_vm_policies(topo, rank_options)
     with topologies.realise(topo) as up:
-        return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options)
+        return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options, launcher)
 
 
 def check_rank_options(rank_options: dict | None) -> dict:
@@ -76,11 +78,12 @@ def check_vm_policies(topology, rank_options: dict) -> None:
                              f"{str(exc).split(': ', 1)[1]}") from None
 
 
-def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options) -> list[dict]:
+def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options,
+            launcher) -> list[dict]:
     spec = realised.launch(ranks, bind)
     out = []
     for repetition in range(repeat):
-        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options, bind)
+        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options, bind, launcher)
         if store is not None:
             append_or_show(store, record)
         if on_record:
@@ -90,10 +93,12 @@ def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_re
 
 
 def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options=None,
-             bind_requested=None) -> dict:
+             bind_requested=None, launcher=None) -> dict:
     """One repetition on a realised topology with a LaunchSpec from ``realised.launch``; the record."""
     run_id, started_at = new_run_id(), now()
-    launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout, "bind_requested": bind_requested}
+    launcher = launcher or mpiselect.choose(None)[0]
+    launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout, "bind_requested": bind_requested,
+                   "mpi": launcher.describe()}
     context = {
         "run_id": run_id,
         "repetition": repetition,
@@ -103,7 +108,7 @@ def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_op
         "launch": launch_info,
         **(rank_options or {}),
     }
-    argv = launch.mpirun_argv(spec.mpirun_args, launch.kernel_program(kernel, params, context))
+    argv = launch.mpirun_argv(spec.mpirun_args, launch.kernel_program(kernel, params, context), launcher)
     launch_info["command"] = shlex.join("{...}" if arg.startswith("{") else arg for arg in argv)
     common = dict(kernel=kernel, params=params, ranks=ranks, topology=realised.describe(), run_id=run_id,
                   repetition=repetition, started_at=started_at, launch=launch_info, run_options=rank_options or {})
@@ -115,7 +120,7 @@ def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_op
                               failure=_network_failure(vms, spec), **common)
     print(f"vnetbench: {kernel} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
     with jobs.Job(run_id, health) as job:
-        outcome = launch.execute(argv, mpi.run_env(spec.env), timeout, job=job)
+        outcome = launch.execute(argv, launch.launcher_env(spec.env, spec.mpirun_args, launcher), timeout, job=job)
         failed = not outcome.records or outcome.returncode not in (0, 1)
         culprit = job.culprit(" ".join(outcome.stderr_tail)) if failed else None  # before the markers go
     if job.problem:
@@ -131,6 +136,15 @@ def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_op
                               f"result record; last stderr: {outcome.tail()}", failure=failure, **common)
     record = outcome.records[-1]
     record["launch"] = launch_info
+    worlds = sorted({other.get("ranks") for other in outcome.records}, key=str)
+    if worlds != [ranks] or len(outcome.records) > 1:
+        # the ranks did not join one world: a launcher and an MPI library that do not belong together
+        # start N singletons, each "rank 0 of 1", each with a result of its own
+        record["status"] = "failed"
+        record["validation"] = {"passed": False, "detail": f"{kernel}'s ranks saw a world of "
+                                f"{' and '.join(map(str, worlds))} rank(s) ({len(outcome.records)} result(s)), but "
+                                f"{ranks} were launched with {launcher}", "kernel": record["validation"]}
+        return record
     if outcome.returncode not in (0, 1) and record["status"] == "ok":
         # rank 0 wrote its result, then something else died: the run as a whole did not succeed
         failure = _rank_failure(culprit, spec)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from . import kernels, runner, topologies
+from . import kernels, mpiselect, runner, topologies
 from .errors import UsageError, VnetbenchError
 from .records import failure_record
 from .analysis.records import bind_of, canonical, config_key
@@ -43,6 +43,7 @@ class Plan:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, why it cannot run here)
     done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
     retried: int = 0  # runs in the store that did not pass and are run again
+    launcher: object = None  # the flavours.Launcher every job runs with (None: --mpi's default)
 
     def key(self, job: Job) -> tuple:
         return (self.kernel, job.topology, job.ranks, canonical(self.params), job.bind, canonical(self.run_options))
@@ -50,7 +51,8 @@ class Plan:
 
 def plan(kernel: str, params: dict | None, topology_names: list[str], rank_counts: list[int], repeat: int, *,
          bind: str | None = None, run_options: dict | None = None, timeout: float | None = None,
-         store: Store | None = None, resume: bool = False, optional_topologies: bool = False) -> Plan:
+         store: Store | None = None, resume: bool = False, optional_topologies: bool = False,
+         mpi: str | None = None) -> Plan:
     """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
 
     Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
@@ -70,6 +72,7 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
     if full is None:
         raise UsageError(next(iter(kernel_ok.values())))
     result = Plan(kernel, full, repeat, bind, run_options, timeout)
+    result.launcher = mpiselect.choose(mpi)[0]
     for name in topology_names:
         try:
             topo = topologies.load(name)
@@ -213,7 +216,7 @@ def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
         module = kernels.get(plan.kernel)
         timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
         return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,
-                               rank_options=plan.run_options, bind_requested=plan.bind)
+                               rank_options=plan.run_options, bind_requested=plan.bind, launcher=plan.launcher)
     except VnetbenchError as exc:  # the backend refused this rank count, or mpirun could not start
         return _failure(plan, job, up.describe(), f"could not launch: {exc}")
 

@@ -25,31 +25,35 @@ def register(sub):
     parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
                         help="seconds after which the job is killed (default: none)")
     parser.add_argument("--show", action="store_true", help="print the mpirun command on stderr first")
+    from vnetbench import mpiselect
+
+    mpiselect.add_option(parser)
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     parser.set_defaults(func=handle)
 
 
 def handle(args) -> int:
-    from vnetbench import jobs, launch, mpi, topologies
+    from vnetbench import jobs, launch, mpiselect, topologies
     from vnetbench.records import new_run_id
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         raise UsageError("PROGRAM: missing; give it after '--', e.g. vnetbench exec --topology 2vm-2vswitch "
                          "--ranks 2 -- ./osu_latency")
-    mpi.mpirun()  # fail before bring-up when there is no MPI
+    # the launcher, and a program it cannot start as one job refused, before bring-up
+    launcher, _ = mpiselect.choose(args.mpi, program[0])
     topology = topologies.load(args.topology)
     with topologies.realise(topology) as realised:
         realised.check_ranks(args.ranks)
         spec = realised.launch(args.ranks, args.bind)
-        argv = launch.mpirun_argv(spec.mpirun_args, program)
+        argv = launch.mpirun_argv(spec.mpirun_args, program, launcher)
         if args.show:
             print(f"vnetbench: {shlex.join(argv)}", file=sys.stderr)
         for key, why in spec.notes.items():
             if key == "yield_when_idle":
                 print(f"vnetbench: mpi_yield_when_idle=1: {why}", file=sys.stderr)
         with jobs.Job(new_run_id(), getattr(realised, "health", None)) as job:
-            outcome = launch.execute(argv, mpi.run_env(spec.env), args.timeout,
+            outcome = launch.execute(argv, launch.launcher_env(spec.env, spec.mpirun_args, launcher), args.timeout,
                                      passthrough=sys.stdout, collect_records=False, job=job)
     if job.problem:
         print(f"vnetbench: error: {job.problem['detail']}", file=sys.stderr)

@@ -24,6 +24,9 @@ def register(sub):
     check.add_argument("--clock-tolerance", type=float_range(0.0), default=2.0, metavar="S",
                        help="largest clock offset from this machine allowed (default 2 s)")
     check.add_argument("--json", action="store_true", help="print the reports as JSON on stdout")
+    from vnetbench import mpiselect
+
+    mpiselect.add_option(check)
     check.set_defaults(func=handle_check)
     facts = actions.add_parser("facts", help="gather CPU, NUMA and NIC facts into the store's environment record",
                                description="Gather each host's facts; merge them into STORE's environment record.")
@@ -78,7 +81,8 @@ def handle_check(args) -> int:
     from vnetbench import hosts
 
     topology = load(args)
-    reports = hosts.check(topology, venv=args.venv, timeout=args.timeout, clock_tolerance=args.clock_tolerance)
+    reports = hosts.check(topology, venv=args.venv, timeout=args.timeout, clock_tolerance=args.clock_tolerance,
+                          mpi=args.mpi)
     if args.json:
         print(json.dumps([{"name": r.name, "address": r.address, "ok": r.ok, "problems": r.problems,
                            "clock_offset_s": r.clock_offset, "clock_window_s": r.clock_window, "probe": r.probe} for r in reports], indent=2))

