@@ -7,7 +7,6 @@ interrupt propagates: finished runs are already stored, the run in flight leaves
 and ``--resume`` later runs exactly what is missing.
 """
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -76,20 +75,30 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
     for name in topology_names:
         try:
             topo = topologies.load(name)
-            _preflight(topo)
+            backend = topologies.backend(topo.backend)
         except UsageError as exc:
-            if not optional_topologies and not getattr(exc, "host_limit", False):
+            if not optional_topologies:
                 raise UsageError(f"--topologies: {name}: {exc}") from None
+            result.skipped.append((f"{name} (all rank counts)", str(exc)))
+            continue
+        try:
+            backend.preflight(topo)
+        except UsageError as exc:  # about this host (no root, no tools), not about what was typed
             result.skipped.append((f"{name} (all rank counts)", str(exc)))
             continue
         result.topologies[name] = topo
         runnable = []
         for ranks in rank_counts:
-            why = kernel_ok[ranks] or _cannot_place(topo, ranks, bind)
+            why = kernel_ok[ranks] or backend.cannot_place(topo, ranks)
+            if not why:
+                try:
+                    expect = backend.planned_bind(topo, ranks, bind)
+                except UsageError as exc:
+                    why = str(exc)
             if why:
                 result.skipped.append((f"{kernel} x{ranks} on {name}", why))
             else:
-                runnable.append((ranks, _expected_bind(topo, ranks, bind)))
+                runnable.append((ranks, expect))
         # repetitions outermost, so that slow drift of the machine spreads over every configuration
         result.jobs += [Job(name, ranks, rep, expect) for rep in range(repeat) for ranks, expect in runnable]
     if not result.jobs:
@@ -98,41 +107,6 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
     if resume and store is not None and store.path.exists():
         _drop_done(result, store)
     return result
-
-
-def _preflight(topo) -> None:
-    """The backend's own checks that need nothing brought up (root, tools), where it has them."""
-    if topo.backend not in topologies.BACKENDS:
-        raise UsageError(f"backend {topo.backend!r} is not available in this vnetbench")
-    module = importlib.import_module(f"vnetbench.topologies.{topologies.BACKENDS[topo.backend].split(':')[0]}")
-    check = getattr(module, "preflight", None)
-    if check is not None:
-        try:
-            check(topo)
-        except UsageError as exc:
-            exc.host_limit = True  # about this host (no root, no tools), not about what was typed
-            raise
-
-
-def _cannot_place(topo, ranks: int, bind: str | None) -> str | None:
-    vms = len(getattr(topo, "vms", []) or [])
-    if vms and ranks < vms:
-        return f"{ranks} rank(s) for {vms} VMs would leave a VM idle; use at least {vms} ranks"
-    try:
-        _expected_bind(topo, ranks, bind)
-    except UsageError as exc:
-        return str(exc)
-    return None
-
-
-def _expected_bind(topo, ranks: int, bind: str | None) -> str | None:
-    """The binding a run will record, known before bring-up only for the local backend."""
-    if topo.backend != "local":
-        return None
-    from .mpi import usable_cpus
-    from .topologies.local import binding
-
-    return binding(ranks, usable_cpus(), bind)[2]["bind"]
 
 
 def _slot(key: tuple, repetition: int) -> tuple:
@@ -175,7 +149,7 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
         realised, specs = None, {}
         try:
             for index, job in enumerate(jobs):
-                broken = _broken(realised) if getattr(realised, "brought_up", False) else None
+                broken = realised.health() if realised is not None and realised.brought_up else None
                 if broken:
                     if say:
                         say(f"{name}: {broken[0]}; taking it down and bringing it up afresh")
@@ -202,11 +176,6 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
             if realised is not None:
                 realised.close()
     return records
-
-
-def _broken(realised) -> tuple[str, list[str]] | None:
-    health = getattr(realised, "health", None)
-    return health() if health else None
 
 
 def _run(plan: Plan, up, specs: dict, job: Job) -> dict:

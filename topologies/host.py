@@ -41,6 +41,11 @@ class HostFacts:
         return None
 
 
+def usable_cpus() -> int:
+    """How many cpus this process may run on (its affinity, which a cpuset or taskset narrows)."""
+    return len(os.sched_getaffinity(0))
+
+
 def parse_cpulist(text: str) -> list[int]:
     """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]"""
     cpus = []

@@ -20,8 +20,9 @@ from typing import ClassVar
 
 from vnetbench.errors import LaunchError, SpecError, UsageError
 
-from .base import LaunchSpec, Realised
-from .local import binding, mca_args
+from .base import LaunchSpec, Realised, idle_vms, register
+from .intent import Intent
+from .local import binding
 
 PLACEMENTS = ("block", "round-robin")
 DEFAULT_SWITCH = "default"
@@ -328,10 +329,14 @@ def unreachable(topology: HostsTopology, timeout: float = REACH_TIMEOUT) -> dict
     return {host.name: why for host, why in zip(topology.hosts, results) if why}
 
 
+@register("hosts")
 class HostsRealised(Realised):
     """Hosts that are up by definition: realising checks they answer, launching writes a hostfile."""
 
-    backend = "hosts"
+    @classmethod
+    def cannot_place(cls, topology, ranks: int) -> str | None:
+        # a spec topology's VMs are hosts, each to get a rank; an inventory's hosts fill slot by slot
+        return None if isinstance(topology, HostsTopology) else idle_vms(len(topology.vms), ranks)
 
     def __init__(self, topology, *, check_reachable: bool = True):
         topology = from_spec(topology)
@@ -357,23 +362,18 @@ class HostsRealised(Realised):
         counts = Counter(order)
         used = [i for i in range(len(topo.hosts)) if counts[i]]
         busiest = max(used, key=lambda i: (counts[i] / topo.hosts[i].slots, -i))
-        args, mca, notes = binding(counts[busiest], topo.hosts[busiest].slots, bind)
+        mca, notes = binding(counts[busiest], topo.hosts[busiest].slots, bind)
         hostfile = self._write_hostfile([(topo.hosts[i], counts[i]) for i in used])
         prefix = str(Path(sys.prefix))
-        ssh_args = " ".join(launch_ssh(topo).argv())
         mpi_mca = {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": topo.subnet, "osc": "^ucx", **mca}
-        prte_mca = {"plm_ssh_args": ssh_args,
-                    # every daemon is started from here: the hosts need not reach each other by SSH
-                    "plm_ssh_no_tree_spawn": "1",
-                    "prte_if_include": topo.subnet}
         # --prefix: the daemons and the ranks find Open MPI at this path on every host (PRRTE sets
         # PATH and LD_LIBRARY_PATH from it in the remote shell). Not --leave-session-attached (it hung
         # mpirun now and then here): remote daemons end with mpirun, as they lose their lifeline.
-        argv = ["-n", str(ranks), "--hostfile", hostfile, "--map-by", "slot" if topo.placement == "block" else "node",
-                *args, "--prefix", prefix]
-        for key, value in prte_mca.items():
-            argv += ["--prtemca", key, value]
-        argv += mca_args(mpi_mca)
+        # plm_ssh_no_tree_spawn: every daemon is started from here, the hosts need not reach each other by SSH
+        intent = Intent(ranks=ranks, hostfile=hostfile, map_by="slot" if topo.placement == "block" else "node",
+                        bind=notes["bind"], oversubscribe=notes["oversubscribed"], prefix=prefix,
+                        ssh_args=" ".join(launch_ssh(topo).argv()), prte={"plm_ssh_no_tree_spawn": "1"},
+                        subnet=topo.subnet, mca=mpi_mca)
         expected, labels = [], []
         for i in order:
             host = topo.hosts[i]
@@ -381,8 +381,7 @@ class HostsRealised(Realised):
             labels.append({"host": host.name, "vm": host.name, "switch": host.switch, "address": host.address})
         notes.update({"placement": topo.placement, "hosts": len(used), "prefix": prefix,
                       "ranks_per_host": {topo.hosts[i].name: counts[i] for i in used}})
-        return LaunchSpec(mpirun_args=argv, mca={**mpi_mca, **{f"prte:{k}": v for k, v in prte_mca.items()}},
-                          expected_placement=expected, placement_labels=labels, notes=notes)
+        return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes)
 
     def describe(self) -> dict:
         described = super().describe()
@@ -391,16 +390,16 @@ class HostsRealised(Realised):
 
     def _write_hostfile(self, entries) -> str:
         if self._dir is None:
-            from vnetbench import jobs
+            from vnetbench import rundir
 
-            self._dir = str(jobs.make_dir("hosts"))
+            self._dir = str(rundir.make_dir("hosts"))
         path = Path(self._dir) / f"hostfile-{len(list(Path(self._dir).iterdir()))}"
         path.write_text("".join(f"{host.address} slots={count}\n" for host, count in entries))
         return str(path)
 
     def close(self) -> None:
         if self._dir is not None:
-            from vnetbench import jobs
+            from vnetbench import rundir
 
-            jobs.remove_dir(Path(self._dir))
+            rundir.remove_dir(Path(self._dir))
             self._dir = None

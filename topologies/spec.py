@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Pri
 from vnetbench.errors import SpecError, UsageError
 
 from . import units
+from .base import MODULES
 from .files import read_text, read_yaml
 from .host import HostFacts, format_cpulist
 
-BACKENDS = ("local", "netns", "hosts")
+BACKENDS = tuple(MODULES)  # the registry's names
 PLACEMENTS = ("block", "round-robin")
 NUMA_POLICIES = ("packed", "spread")
 MAX_VMS = 250

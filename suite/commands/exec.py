@@ -46,14 +46,14 @@ def handle(args) -> int:
     with topologies.realise(topology) as realised:
         realised.check_ranks(args.ranks)
         spec = realised.launch(args.ranks, args.bind)
-        argv = launch.mpirun_argv(spec.mpirun_args, program, launcher)
+        argv = launch.mpirun_argv(spec, program, launcher)
         if args.show:
             print(f"vnetbench: {shlex.join(argv)}", file=sys.stderr)
         for key, why in spec.notes.items():
             if key == "yield_when_idle":
                 print(f"vnetbench: mpi_yield_when_idle=1: {why}", file=sys.stderr)
-        with jobs.Job(new_run_id(), getattr(realised, "health", None)) as job:
-            outcome = launch.execute(argv, launch.launcher_env(spec.env, spec.mpirun_args, launcher), args.timeout,
+        with jobs.Job(new_run_id(), realised.health) as job:
+            outcome = launch.execute(argv, launch.launcher_env(spec, launcher), args.timeout,
                                      passthrough=sys.stdout, collect_records=False, job=job)
     if job.problem:
         print(f"vnetbench: error: {job.problem['detail']}", file=sys.stderr)

@@ -62,26 +62,13 @@ def handle_list(args) -> int:
 
 def handle_show(args) -> int:
     from vnetbench import topologies
-    from vnetbench.topologies import state
 
     topology = topologies.load(args.ref, what="NAME|FILE")
     shown = {"spec": topology.to_dict(), "source": topology.source}
     if topology.backend == "netns":
-        from vnetbench.topologies import host as hostmod
-        from vnetbench.topologies import plan
+        from vnetbench.topologies import netns
 
-        host = hostmod.detect()
-        current = state.read(topology.id)
-        assigned = plan.assign_cpus(topology.vms, plan._limit(host.cpus_by_node, topology))
-        shown["plan"] = {
-            "id": topology.id,
-            "host": {"cpus": len(host.cpus), "memory": host.memory,
-                     "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
-            "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
-                    for vm, (cpus, mems) in zip(topology.vms, assigned)],
-            "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
-            "up": current is not None,
-        }
+        shown["plan"] = netns.preview(topology)
         if topology.scaled:
             shown["scaled"] = topology.scaled
     if args.spec:
