@@ -379,14 +379,11 @@ def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT
     host name -> {"new": n, "known": n, "bad": n} or {"error": why}; a host without the file
     reports {"missing": True}.
     """
+    from .ingest import Intake
     from .records import check_record
     from .store import Store
 
-    store = store if isinstance(store, Store) else Store(store)
-    store.check_writable()
-    known = set()
-    if store.path.exists():
-        known = {(r["run_id"], r["repetition"]) for r in store.scan()[0]}
+    intake = Intake(store if isinstance(store, Store) else Store(store))
     named = connections(topology, timeout)
     summary = {}
     try:
@@ -412,11 +409,7 @@ def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT
                 continue
             if check_record(record):
                 counts["bad"] += 1
-            elif (record["run_id"], record["repetition"]) in known:
-                counts["known"] += 1
             else:
-                store.append(record)
-                known.add((record["run_id"], record["repetition"]))
-                counts["new"] += 1
+                counts["new" if intake.add(record) else "known"] += 1
         summary[name] = counts
     return summary

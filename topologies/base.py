@@ -33,6 +33,8 @@ MODULES = {
     "hosts": "hosts",
 }
 _CLASSES: dict[str, type["Realised"]] = {}
+# the most ranks any backend starts, and what --ranks allows
+MAX_RANKS = 4096
 
 
 @dataclass

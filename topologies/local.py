@@ -2,12 +2,10 @@
 
 from vnetbench.errors import UsageError
 
-from .base import LaunchSpec, Realised, register
+from .base import MAX_RANKS, LaunchSpec, Realised, register
 from .host import usable_cpus
 from .intent import Intent
 
-# the most ranks any backend starts (and --ranks allows): one place, read by the CLI too
-MAX_RANKS = 4096
 BIND_CHOICES = ("core", "none")
 
 

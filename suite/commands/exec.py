@@ -12,8 +12,7 @@ import sys
 
 from vnetbench.errors import UsageError
 from vnetbench.options import float_range, int_range
-
-MAX_RANKS = 4096
+from vnetbench.topologies.base import MAX_RANKS
 
 
 def register(sub):

@@ -17,8 +17,9 @@ from vnetbench import kernels
 from vnetbench.errors import UsageError
 from vnetbench.options import float_range, int_range
 from vnetbench.store import DEFAULT_PATH
+from vnetbench.topologies.base import MAX_RANKS
 
-from .run import MAX_RANKS, rank_options
+from .run import rank_options
 
 
 def name_list(text: str) -> list[str]:
