@@ -7,6 +7,7 @@ interrupt propagates: finished runs are already stored, the run in flight leaves
 and ``--resume`` later runs exactly what is missing.
 """
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -16,6 +17,46 @@ from .errors import UsageError, VnetbenchError
 from .records import failure_record
 from .analysis.records import bind_of, canonical, config_key
 from .store import Store, append_or_show
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a sweep was asked for, once a study's defaults and the explicit options are merged."""
+
+    study: object  # studies.Study
+    kernel: str
+    params: dict
+    topologies: list[str]
+    ranks: list[int]
+    repeat: int
+
+
+def kernel_of(study: str | None, kernel: str | None) -> str:
+    """The kernel a sweep runs: ``kernel``, else the study's (default quick); UsageError for an unknown one."""
+    from . import studies
+
+    kernel = kernel or studies.get(study or "quick").kernel
+    if kernel not in kernels.names():
+        raise UsageError(f"--kernel: unknown kernel {kernel!r}; choose from {', '.join(kernels.names())}")
+    return kernel
+
+
+def settle(study: str | None = None, kernel: str | None = None, topologies: list[str] | None = None,
+           ranks: list[int] | None = None, repeat: int | None = None, kernel_argv: list[str] = ()) -> Request:
+    """The study (default quick) with the explicit options over it. The study's kernel options apply
+    when its kernel is the one run; ``kernel_argv`` (as typed after ``run KERNEL``) goes over them."""
+    from . import studies
+
+    base = studies.get(study or "quick")
+    kernel = kernel_of(study, kernel)
+    base_argv = base.kernel_argv if kernel == base.kernel else []
+    params = kernels.parse_params(kernel, [*base_argv, *kernel_argv])
+    return Request(base, kernel, params, topologies or base.topologies, ranks or base.ranks, repeat or base.repeat)
+
+
+def failures(records: list[dict]) -> Counter:
+    """How many records did not pass, by status (in the order first met)."""
+    return Counter(record["status"] for record in records if record["status"] != "ok")
 
 
 @dataclass(frozen=True)
