@@ -322,6 +322,34 @@ def down(topology_id: str) -> dict | None:
         return st
 
 
+def take_down(ref: str) -> tuple[str | None, dict | None]:
+    """Take down the topology ``ref`` names (the name it is up under, its file, or a preset):
+    (its id, its state), (None, None) when it is not up. A topology a live run owns is refused:
+    that run takes it down when it ends."""
+    topology_id = id_of(ref)
+    if topology_id is None:
+        return None, None
+    current = state.read(topology_id)
+    if current and current.get("owner") and state.alive(current["owner"]):
+        raise UsageError(f"topology {current['name']!r} belongs to a run in progress (process "
+                         f"{current['owner']['pid']}), which takes it down when it ends")
+    linux.require_root_and_tools()
+    return topology_id, down(topology_id)
+
+
+def id_of(ref: str) -> str | None:
+    """The id of the topology ``ref`` names when it is up: by the name it is up under, else by loading it."""
+    from . import load
+
+    for st in state.all_states():
+        if st["name"] == ref or st["source"] == ref:
+            return st["id"]
+    topology = load(ref, what="NAME|FILE")
+    if topology.backend == "local":
+        raise UsageError(f"topology {topology.name!r} is this host itself; there is nothing to take down")
+    return topology.id if state.read(topology.id) else None
+
+
 def teardown(st: dict) -> None:
     """Remove everything ``st`` lists that exists, then check that none of it is left."""
     foreign = state.foreign_names(st)
