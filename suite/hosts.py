@@ -244,9 +244,8 @@ def check(topology, *, venv: str | None = None, timeout: float = DEFAULT_TIMEOUT
     """Check every host in parallel; a report per host, in the topology's order (never raises for a host)."""
     venv = venv or topology.venv or sys.prefix
     reports = {host.name: HostReport(host.name, host.address) for host in topology.hosts}
-    first = topology.hosts[0].ssh
-    peer_ssh = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout / 2))}"]
-    peer_ssh += (["-l", first.user] if first.user else []) + (["-p", str(first.port)] if first.port != 22 else [])
+    # the hosts reach each other as mpirun reaches them: with the first host's SSH settings
+    peer_ssh = topology.hosts[0].ssh.argv(connect_timeout=max(1, int(timeout / 2)))
     spec = {"timeout": timeout / 2, "ssh": peer_ssh, "peers": [[h.name, h.address] for h in topology.hosts],
             "mpi": mpi}
     named = connections(topology, timeout)

@@ -45,8 +45,11 @@ class Ssh:
     identity: str | None = None
     options: tuple[str, ...] = ()
 
-    def argv(self) -> list[str]:
+    def argv(self, connect_timeout: int | None = None) -> list[str]:
+        """ssh's options (before the host): the one place they are built, for mpirun and for host checks."""
         args = list(SSH_DEFAULTS)
+        if connect_timeout is not None:
+            args[-1] = f"ConnectTimeout={connect_timeout}"
         if self.user:
             args += ["-l", self.user]
         if self.port != 22:
