@@ -22,14 +22,13 @@ from vnetbench.errors import LaunchError, SpecError, UsageError
 
 from .base import LaunchSpec, Realised, idle_vms, register
 from .intent import Intent
+from .units import PLACEMENTS, TOPOLOGY_NAME_RE
 from .local import binding
 
-PLACEMENTS = ("block", "round-robin")
 DEFAULT_SWITCH = "default"
 DEFAULT_NAME = "hosts"
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})\Z")
 SWITCH_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62})\Z")
-TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?\Z")
 MAX_SLOTS = 4096
 REACH_TIMEOUT = 5.0
 # ssh never asks for a password under mpirun, and gives up on a silent host

@@ -25,7 +25,7 @@ from .files import read_text, read_yaml
 from .host import HostFacts, format_cpulist
 
 BACKENDS = tuple(MODULES)  # the registry's names
-PLACEMENTS = ("block", "round-robin")
+PLACEMENTS = units.PLACEMENTS
 NUMA_POLICIES = ("packed", "spread")
 MAX_VMS = 250
 MAX_SWITCHES = 250
