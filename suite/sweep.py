@@ -7,6 +7,7 @@ interrupt propagates: finished runs are already stored, the run in flight leaves
 and ``--resume`` later runs exactly what is missing.
 """
 
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,7 @@ class Plan:
     done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
     retried: int = 0  # runs in the store that did not pass and are run again
     launcher: object = None  # the flavours.Launcher every job runs with (None: --mpi's default)
+    app: object = None  # an application definition (vnetbench.apps.App) run instead of the kernel
 
     def key(self, job: Job) -> tuple:
         return (self.kernel, job.topology, job.ranks, canonical(self.params), job.bind, canonical(self.run_options))
@@ -92,27 +94,31 @@ class Plan:
 def plan(kernel: str, params: dict | None, topology_names: list[str], rank_counts: list[int], repeat: int, *,
          bind: str | None = None, run_options: dict | None = None, timeout: float | None = None,
          store: Store | None = None, resume: bool = False, optional_topologies: bool = False,
-         mpi: str | None = None) -> Plan:
+         mpi: str | None = None, app=None) -> Plan:
     """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
 
     Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
-    topologies this host cannot realise (no root, no netns) are skipped and reported.
+    topologies this host cannot realise (no root, no netns) are skipped and reported. With ``app``
+    (an application definition) it is run instead of ``kernel``, whose name and params it gives.
     """
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
     run_options = runner.check_rank_options(run_options)
     full = None
     kernel_ok = {}
-    for ranks in rank_counts:
+    for ranks in rank_counts if app is None else ():
         try:
             _, full = runner.prepare(kernel, params, ranks)
             kernel_ok[ranks] = None
         except UsageError as exc:
             kernel_ok[ranks] = str(exc)
+    if app is not None:
+        app.check_startable()
+        kernel, full, kernel_ok = app.name, {"definition": app.definition_hash()}, dict.fromkeys(rank_counts)
     if full is None:
         raise UsageError(next(iter(kernel_ok.values())))
-    result = Plan(kernel, full, repeat, bind, run_options, timeout)
-    result.launcher = mpiselect.choose(mpi)[0]
+    result = Plan(kernel, full, repeat, bind, run_options, timeout, app=app)
+    result.launcher = mpiselect.choose(mpi, app.program() if app else None)[0]
     for name in topology_names:
         try:
             topo = topologies.load(name)
@@ -223,6 +229,11 @@ def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
     try:
         if job.ranks not in specs:
             specs[job.ranks] = up.launch(job.ranks, plan.bind)
+        if plan.app is not None:
+            from .apps.run import run_once as run_app_once
+
+            return run_app_once(plan.app, up, specs[job.ranks], job.ranks, job.repetition,
+                                plan.timeout or plan.app.spec.timeout, plan.launcher, sys.stderr)
         module = kernels.get(plan.kernel)
         timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
         return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,

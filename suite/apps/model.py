@@ -201,3 +201,14 @@ def load(path: str | Path) -> App:
         raise SpecError(f"{_where(str(path), lines.find(('name',)), ('name',))}: {spec.name!r} is a kernel's "
                         f"name; choose another")
     return App(spec, path.resolve())
+
+
+def adhoc(program: list[str], parser: str | None = None) -> App:
+    """The definition ``exec --record`` runs under: the program as given, its name as the app's."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(program[0]).name) or "program"
+    name = name if name[:1].isalpha() else f"app_{name}"
+    try:
+        spec = AppDef(name=name[:63], command=list(program), parser=parser)
+    except ValidationError as exc:
+        raise UsageError(f"--parser: {_message(exc.errors()[0])}") from None
+    return App(spec, Path.cwd() / "exec")

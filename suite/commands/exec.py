@@ -24,6 +24,11 @@ def register(sub):
     parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
                         help="seconds after which the job is killed (default: none)")
     parser.add_argument("--show", action="store_true", help="print the mpirun command on stderr first")
+    parser.add_argument("--record", action="store_true",
+                        help="store the run as a record (elapsed time, exit status, output tail, placement)")
+    parser.add_argument("--store", metavar="PATH", help="with --record: results store (default as run's)")
+    parser.add_argument("--parser", metavar="NAME", help="with --record: read metrics with a built-in parser "
+                                                         "(osu, imb, lammps)")
     from vnetbench import mpiselect
 
     mpiselect.add_option(parser)
@@ -39,6 +44,12 @@ def handle(args) -> int:
     if not program:
         raise UsageError("PROGRAM: missing; give it after '--', e.g. vnetbench exec --topology 2vm-2vswitch "
                          "--ranks 2 -- ./osu_latency")
+    if not args.record and (args.store or args.parser):
+        raise UsageError(f"{'--store' if args.store else '--parser'}: only with --record")
+    if args.record:
+        from . import apps
+
+        return apps.record_exec(args, program)
     # the launcher, and a program it cannot start as one job refused, before bring-up
     launcher, _ = mpiselect.choose(args.mpi, program[0])
     topology = topologies.load(args.topology)

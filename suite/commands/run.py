@@ -40,6 +40,9 @@ def register(sub):
     parser.add_argument("--ranks", type=int_range(1, MAX_RANKS), default=2, metavar="N",
                         help="MPI ranks (default 2)")
     add_common(parser)
+    from .apps import add_app_option
+
+    add_app_option(parser)
     parser.add_argument("--json", action="store_true", help="print the records as JSON Lines on stdout")
     parser.add_argument("--format", choices=["table", "osu"], default="table",
                         help="table (with per-size rows) or osu: per-size rows in the OSU benchmarks' layout")
@@ -88,6 +91,10 @@ def rank_options(args) -> dict:
 def handle(args) -> int:
     from vnetbench import runner
 
+    if args.app and not args.help:
+        from . import apps
+
+        return apps.run(args)
     params = parse_kernel_options(args, args.parser)
     if args.format == "osu":
         from vnetbench.analysis import osu

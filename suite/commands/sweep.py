@@ -47,6 +47,9 @@ def register(sub):
                             description=__doc__.replace("``", ""), add_help=False)
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
     parser.add_argument("--kernel", metavar="K", help=f"one of: {', '.join(kernels.names())}")
+    from .apps import add_app_option
+
+    add_app_option(parser)
     parser.add_argument("--topologies", type=name_list, metavar="A,B,..", help="presets or topology files")
     parser.add_argument("--ranks", type=rank_list, metavar="N,M,..", help="rank counts")
     parser.add_argument("--repeat", type=int_range(1, 1000), metavar="R", help="repetitions of each combination")
@@ -88,6 +91,10 @@ def handle(args) -> int:
     if args.help:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
         return 0
+    if args.app:
+        from . import apps
+
+        return apps.sweep(args)
     asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra)
     store = Store(args.store)
     store.check_writable()
