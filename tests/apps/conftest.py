@@ -5,6 +5,8 @@ can). The LJ problem is small (8x8x8 cells, 2,048 atoms, 100 steps: about a seco
 """
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,11 @@ def app_file(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
     return path
+
+
+def leftovers(tmp_path: Path) -> list[str]:
+    """Processes this test may have left: this venv's launcher and wrapper, or anything naming its files
+    (other agents on the machine run their own, which are not ours to judge)."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    marks = (str(Path(sys.executable).parent), str(tmp_path))
+    return [line for line in out if any(mark in line for mark in marks) and "pytest" not in line]

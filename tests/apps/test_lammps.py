@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from apps.conftest import requires_lammps
-from conftest import json_lines, kernel_processes, requires_mpi, vnetbench
+from apps.conftest import leftovers, requires_lammps
+from conftest import json_lines, requires_mpi, vnetbench
 from emulation.conftest import host_unchanged, requires_netns  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.mpi, requires_mpi, requires_lammps, pytest.mark.timeout(120)]
@@ -34,7 +34,7 @@ def test_run_app_records_lammps_metrics_placement_and_provenance(lj_app, store):
     assert record["params"] == {"definition": app["definition_hash"]}
     assert "Total wall time" in record["output_tail"][-1]
     assert "OMP_NUM_THREADS=1" in record["launch"]["command"]
-    assert not kernel_processes()
+    assert not leftovers(lj_app.parent)
 
 
 @pytest.mark.emulation
