@@ -81,9 +81,16 @@ def check_vm_policies(topology, rank_options: dict) -> None:
 def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options,
             launcher) -> list[dict]:
     spec = realised.launch(ranks, bind)
+    return repetitions(repeat, lambda repetition: run_once(realised, spec, kernel, params, ranks, repetition, timeout,
+                                                           rank_options, bind, launcher), store, on_record)
+
+
+def repetitions(repeat: int, once: Callable[[int], dict], store: Store | None,
+                on_record: Callable[[dict], None] | None) -> list[dict]:
+    """``once(repetition)`` for each repetition, each record stored (and shown) before the next starts."""
     out = []
     for repetition in range(repeat):
-        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options, bind, launcher)
+        record = once(repetition)
         if store is not None:
             append_or_show(store, record)
         if on_record:

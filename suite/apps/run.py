@@ -16,7 +16,7 @@ from collections.abc import Callable
 from vnetbench import jobs, launch, mpiselect, topologies
 from vnetbench.errors import UsageError
 from vnetbench.records import make_record, new_run_id, now
-from vnetbench.store import Store, append_or_show
+from vnetbench.store import Store
 
 from . import parsers, wrapper
 from .model import App
@@ -73,16 +73,11 @@ def run_app(app: App, ranks: int, *, topology="native", repeat: int = 1, store: 
 
 
 def _repeat(app, realised, ranks, repeat, store, timeout, bind, launcher, on_record, echo) -> list[dict]:
+    from vnetbench.runner import repetitions
+
     spec = realised.launch(ranks, bind)
-    out = []
-    for repetition in range(repeat):
-        record = run_once(app, realised, spec, ranks, repetition, timeout, launcher, echo)
-        if store is not None:
-            append_or_show(store, record)
-        if on_record:
-            on_record(record)
-        out.append(record)
-    return out
+    return repetitions(repeat, lambda repetition: run_once(app, realised, spec, ranks, repetition, timeout, launcher,
+                                                           echo), store, on_record)
 
 
 def run_once(app: App, realised, spec, ranks: int, repetition: int, timeout, launcher, echo) -> dict:

@@ -6,7 +6,6 @@ named; records go to the store as a kernel's do, and the exit code follows their
 
 import json
 import sys
-import time
 
 from vnetbench.errors import UsageError
 
@@ -47,7 +46,7 @@ def sweep(args) -> int:
     from vnetbench.store import Store
 
     from .run import rank_options
-    from .sweep import describe_plan, finish, run_with_progress, say
+    from .sweep import run_plan
 
     if args.kernel or args.extra:
         raise UsageError(f"--app: runs the application instead of a kernel; drop "
@@ -60,21 +59,7 @@ def sweep(args) -> int:
     plan = sweeps.plan(app.name, None, args.topologies, args.ranks, args.repeat or base.repeat, bind=args.bind,
                        run_options=rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
                        optional_topologies=args.study is not None, mpi=args.mpi, app=app)
-    if plan.skipped and args.fail_fast:
-        what, why = plan.skipped[0]
-        raise UsageError(f"--fail-fast: {what} cannot run here: {why} ({len(plan.skipped)} such combination(s))")
-    study, args.kernel = base, app.name  # describe_plan names the study only when asked for one
-    describe_plan(args, study, plan, args.topologies, args.ranks)
-    if args.dry_run or not plan.jobs:
-        return 0
-    started, records = time.monotonic(), []
-    try:
-        run_with_progress(plan, store, args.fail_fast, records)
-    except KeyboardInterrupt:
-        say(f"interrupted: {len(records)} finished run(s) of {len(plan.jobs)} are in {args.store}; the same "
-            "command with --resume does the rest")
-        raise
-    return finish(args, plan, records, time.monotonic() - started)
+    return run_plan(args, base, plan, args.topologies, args.ranks, store)
 
 
 def record_exec(args, program: list[str]) -> int:

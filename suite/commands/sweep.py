@@ -101,10 +101,15 @@ def handle(args) -> int:
     plan = sweep.plan(asked.kernel, asked.params, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
                       run_options=rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
                       optional_topologies=args.topologies is None, mpi=args.mpi)
+    return run_plan(args, asked.study, plan, asked.topologies, asked.ranks, store)
+
+
+def run_plan(args, study, plan, topology_names, rank_counts, store) -> int:
+    """Show the plan, run it under the progress bar, then the study table; the exit code."""
     if plan.skipped and args.fail_fast:
         what, why = plan.skipped[0]
         raise UsageError(f"--fail-fast: {what} cannot run here: {why} ({len(plan.skipped)} such combination(s))")
-    describe_plan(args, asked.study, plan, asked.topologies, asked.ranks)
+    describe_plan(args, study, plan, topology_names, rank_counts)
     if args.dry_run or not plan.jobs:
         return 0
     started, records = time.monotonic(), []
