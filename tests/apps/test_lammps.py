@@ -79,5 +79,9 @@ def test_exec_record_stores_the_run_with_the_parser(lj_app, store):
     (record,) = records_of(store)
     assert record["status"] == "ok" and record["kernel"] == "lmp" and record["metrics"]["atoms"] == 864
     assert record["app"]["parser"] == "lammps" and len(record["placement"]) == 2
-    report = vnetbench("report", "--store", store, check=0).stdout
+    plot, html = store.parent / "lmp.png", store.parent / "lmp.html"
+    report = vnetbench("report", "--store", store, "--plot", plot, "--html", html, check=0).stdout
     assert "lmp: elapsed (s)" in report and "lmp: loop time (s)" in report
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = html.read_text()
+    assert "lmp: elapsed" in page and "lmp: time in comm" in page and "data:image/png;base64," in page
