@@ -7,7 +7,6 @@ interrupt propagates: finished runs are already stored, the run in flight leaves
 and ``--resume`` later runs exactly what is missing.
 """
 
-import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -233,7 +232,7 @@ def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
             from .apps.run import run_once as run_app_once
 
             return run_app_once(plan.app, up, specs[job.ranks], job.ranks, job.repetition,
-                                plan.timeout or plan.app.spec.timeout, plan.launcher, sys.stderr)
+                                plan.timeout or plan.app.spec.timeout, plan.launcher, echo=None)
         module = kernels.get(plan.kernel)
         timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
         return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,

@@ -64,10 +64,12 @@ def test_a_missing_success_pattern(lj_app, seeded):
 
 @requires_lammps
 def test_a_missing_declared_metric(lj_app, seeded):
-    lj_app.write_text(lj_app.read_text().replace("'Loop time of ([0-9.eE+-]+)'", "'Energy drift ([0-9.eE+-]+)'"))
+    text = lj_app.read_text()
+    assert "'Ave neighs/atom = ([0-9.eE+-]+)'" in text
+    lj_app.write_text(text.replace("'Ave neighs/atom = ([0-9.eE+-]+)'", "'Energy drift ([0-9.eE+-]+)'"))
     record = one_failure(seeded, lj_app)
     assert record["status"] == "invalid"
-    assert "metric loop_time: regex 'Energy drift ([0-9.eE+-]+)' matched nothing" in record["validation"]["detail"]
+    assert "metric neighbours_per_atom: regex 'Energy drift ([0-9.eE+-]+)' matched nothing" in record["validation"]["detail"]
 
 
 @pytest.mark.parametrize("command, message", [
