@@ -26,6 +26,9 @@ def run(args) -> int:
     if args.kernel is not None or args.extra:
         raise UsageError(f"--app: runs the application instead of a kernel; drop "
                          f"{args.kernel or ' '.join(args.extra)!r}")
+    refuse_kernel_options(args)
+    if args.format != "table":
+        raise UsageError(f"--format {args.format}: for kernels with per-size rows; an application's run prints a table")
     app = apps.load(args.app)
 
     def show(record):
@@ -37,6 +40,16 @@ def run(args) -> int:
                       timeout=args.timeout, bind=args.bind, mpi=args.mpi, on_record=show,
                       echo=sys.stderr if args.json else sys.stdout)
     return _finish(records, args.store, not args.json)
+
+
+def refuse_kernel_options(args) -> None:
+    """The kernels' rank-side options (--mem-policy, --counters, ...) cannot reach an application's ranks."""
+    from vnetbench.kernels import RANK_OPTIONS
+
+    given = [key for key in RANK_OPTIONS if getattr(args, key, None)]
+    if given:
+        raise UsageError(f"--{given[0].replace('_', '-')}: a kernel option; an application sets its own "
+                         f"(its command and env)")
 
 
 def sweep(args) -> int:
@@ -51,6 +64,7 @@ def sweep(args) -> int:
     if args.kernel or args.extra:
         raise UsageError(f"--app: runs the application instead of a kernel; drop "
                          f"{'--kernel ' + args.kernel if args.kernel else ' '.join(args.extra)!r}")
+    refuse_kernel_options(args)
     app = apps.load(args.app)
     base = studies.get(args.study or "quick")
     args.topologies, args.ranks = args.topologies or base.topologies, args.ranks or base.ranks

@@ -94,4 +94,7 @@ def test_bad_definition_in_sweep_and_bad_parser_in_exec_exit_2(tmp_path, store):
     assert done.returncode == 2 and "--parser: unknown parser 'namd'" in done.stderr
     done = vnetbench("exec", "--topology", "native", "--ranks", 2, "--parser", "osu", "--", "true")
     assert done.returncode == 2 and "--parser: only with --record" in done.stderr
+    done = vnetbench("run", "--app", app_file(tmp_path, "fine", "name: fine\ncommand: [sh]\n"), "--mem-policy",
+                     "local", "--store", store)
+    assert done.returncode == 2 and "--mem-policy: a kernel option" in done.stderr
     assert not store.exists()
