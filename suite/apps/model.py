@@ -150,6 +150,8 @@ class App:
             if path is None and not Path(raw).is_absolute() or raw.startswith("-"):
                 continue
             path = path or Path(raw)
+            if path.is_dir():
+                continue  # an output or work folder: nothing to read
             try:
                 with open(path, "rb") as handle:
                     handle.read(1)

@@ -36,8 +36,8 @@ def app_file(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def leftovers(tmp_path: Path) -> list[str]:
-    """Processes this test may have left: this venv's launcher and wrapper, or anything naming its files
-    (other agents on the machine run their own, which are not ours to judge)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
-    marks = (str(Path(sys.executable).parent), str(tmp_path))
+    """Processes this test may have left: a launcher of this venv's wrapper (its argv names it), or anything
+    naming the test's files (other jobs on the machine run their own, which are not ours to judge)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    marks = (f"{sys.executable} -m vnetbench.apps.wrapper", str(tmp_path))
     return [line for line in out if any(mark in line for mark in marks) and "pytest" not in line]
