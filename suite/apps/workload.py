@@ -32,6 +32,9 @@ class AppWorkload:
         chosen = ["elapsed_s", *(self.parser.table(names) if self.parser else []), *(r.name for r in self.regex)]
         return [name for name in dict.fromkeys(chosen) if name in names]
 
+    def size_rows(self, m: dict) -> list[dict]:
+        return self.parser.size_rows(m) if hasattr(self.parser, "size_rows") else []
+
     def headline(self, m: dict):
         out = [("elapsed (s)", m.get("elapsed_s"))]
         if self.parser is not None:

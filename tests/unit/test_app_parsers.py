@@ -126,3 +126,16 @@ def test_lammps_reads_the_last_of_several_runs():
 def test_lammps_damaged_output_is_refused(name, reason):
     with pytest.raises(ParseError, match=reason):
         lammps.parse(text(name))
+
+
+def test_the_analysis_reads_an_osu_record_as_it_reads_the_pingpong_kernels():
+    from vnetbench.analysis import metrics as analysis
+
+    m = {"elapsed_s": 1.25, **osu.parse(text("osu_latency.txt"))}
+    record = {"kernel": "osu-latency", "metrics": m, "app": {"parser": "osu", "metrics": []}}
+    assert analysis.values(record)["latency_us@8B"] == 1.01 and analysis.values(record)["elapsed_s"] == 1.25
+    assert analysis.series(record, "latency_us")[:2] == [(1, 0.40), (2, 0.39)]
+    assert analysis.size_rows(record)[0] == {"bytes": 1, "latency (us)": 0.40}
+    # table and breakdown get only the name: the application is known from its records by then
+    assert analysis.table_metrics("osu-latency", list(analysis.values(record))) == [
+        "elapsed_s", "latency_us@1B", "latency_us@65536B"]

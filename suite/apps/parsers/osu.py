@@ -8,7 +8,7 @@ plots, tables and compare read both alike. OSU's MB/s are 10^6 bytes per second,
 
 import re
 
-from vnetbench.kernels.contract import ends, per_size, size_metric, smallest_and_largest
+from vnetbench.kernels.contract import ends, per_size, size_metric, size_table, smallest_and_largest
 
 from . import ParseError, number
 
@@ -94,3 +94,12 @@ def headline(m):
     unit = SERIES[series](0).unit
     return [(f"{series} {small['bytes']} B ({unit})", small.get(series)),
             (f"{series} {large['bytes']} B ({unit})", large.get(series))]
+
+
+COLUMNS = {"bytes": "bytes", "latency_us": "latency (us)", "bandwidth_mbps": "bandwidth (MB/s)",
+           "bibandwidth_mbps": "bi-bandwidth (MB/s)", "messages_per_s": "messages/s", "avg_us": "avg (us)",
+           "min_us": "min (us)", "max_us": "max (us)", "iterations": "iterations"}
+
+
+def size_rows(m):
+    return size_table(m, COLUMNS)
