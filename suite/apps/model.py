@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
 
 from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies.files import read_text, read_yaml
+from vnetbench.topologies.files import one_line, read_text, read_yaml
 from vnetbench.topologies.spec import _Lines, _where
 
 MAX_APP_BYTES = 64 << 10
@@ -180,6 +180,22 @@ def _message(err) -> str:
     return err["msg"]
 
 
+def _report(source: str, lines, errors) -> str:
+    """One line: the first problem in the file's order (and how many more), control characters escaped."""
+    meant = set()
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            model = _FIELDS.get(tuple(p for p in err["loc"][:-1] if isinstance(p, str)), AppDef)
+            meant |= {tuple(err["loc"][:-1]) + (close,) for close in
+                      difflib.get_close_matches(str(err["loc"][-1]), list(model.model_fields), n=1)}
+    # a misspelt field is one problem, not two: its "unknown" error says what was meant
+    problems = sorted(((lines.find(tuple(e["loc"])) or 0, tuple(e["loc"]), _message(e)) for e in errors
+                       if not (e["type"] == "missing" and tuple(e["loc"]) in meant)), key=lambda p: p[0])
+    line, loc, message = problems[0]
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return one_line(f"{_where(source, line, loc)}: {message}{more}")
+
+
 def load(path: str | Path) -> App:
     """The definition in ``path``; SpecError (exit 2) naming file, line and field for anything wrong."""
     path = Path(path)
@@ -194,9 +210,7 @@ def load(path: str | Path) -> App:
     try:
         spec = AppDef.model_validate(data)
     except ValidationError as exc:
-        problems = sorted(((lines.find(tuple(e["loc"])) or 0, tuple(e["loc"]), _message(e)) for e in exc.errors()),
-                          key=lambda p: p[0])
-        raise SpecError("\n".join(f"{_where(str(path), line, loc)}: {msg}" for line, loc, msg in problems[:10]))
+        raise SpecError(_report(str(path), lines, exc.errors())) from None
     from vnetbench import kernels
 
     if spec.name in kernels.names():

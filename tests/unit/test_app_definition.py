@@ -1,6 +1,7 @@
 """The application definition: validation with file:line:field errors, and reading a run's output."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,22 @@ def test_an_apps_workload_fills_the_kernel_contract_from_its_declaration(tmp_pat
     assert declared["elapsed_s"] == ("s", "lower", 1.5) and declared["loop_time"] == ("s", "lower", 1.2)
     assert workload.table(list(declared)) == ["elapsed_s", "loop_time_s", "loop_time"]
     assert workload.headline(m)[0] == ("elapsed (s)", 1.5)
+
+
+HOSTILE = sorted(p for p in (Path(__file__).parent.parent / "data" / "hostile").iterdir()
+                 if p.suffix in (".yaml", ".yml") and p.name != "cases.yaml")
+
+
+@pytest.mark.parametrize("path", HOSTILE, ids=[p.name for p in HOSTILE])
+def test_the_hostile_corpus_is_refused_as_a_definition_in_one_printable_line(path):
+    with pytest.raises(UsageError) as caught:
+        apps.load(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.isprintable() and str(path) in message
+
+
+def test_a_misspelt_required_field_is_one_problem_not_two(tmp_path):
+    path = write(tmp_path, GOOD.replace("command:", "comand:"))
+    with pytest.raises(SpecError, match=r"app.yaml:2: comand: unknown field \(did you mean 'command'\?\); "
+                                        r"allowed: [a-z, ]+$"):
+        apps.load(path)
