@@ -4,6 +4,8 @@ The program (an OSU benchmark, an MD code, ...) is launched the way vnetbench la
 kernels: each rank inside its VM, mapped as the spec says, TCP on the topology's subnet. Its
 output passes through unchanged. The topology is brought up for the run (and taken down after)
 unless it is already up. Exit 0 when the program succeeds, 1 when it fails or times out.
+With --record the run is also stored as a record, as ``run --app`` stores one (--parser reads
+its metrics: osu, imb or lammps).
 """
 
 import argparse
