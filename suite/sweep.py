@@ -15,7 +15,7 @@ from itertools import groupby
 from . import kernels, mpiselect, runner, topologies
 from .errors import UsageError, VnetbenchError
 from .records import failure_record
-from .analysis.records import bind_of, canonical, config_key
+from .analysis.records import ConfigKey, bind_of, canonical, config_key
 from .store import Store, append_or_show
 
 
@@ -86,8 +86,9 @@ class Plan:
     launcher: object = None  # the flavours.Launcher every job runs with (None: --mpi's default)
     app: object = None  # an application definition (vnetbench.apps.App) run instead of the kernel
 
-    def key(self, job: Job) -> tuple:
-        return (self.kernel, job.topology, job.ranks, canonical(self.params), job.bind, canonical(self.run_options))
+    def key(self, job: Job) -> ConfigKey:
+        return ConfigKey(self.kernel, job.topology, job.ranks, canonical(self.params), job.bind,
+                         canonical(self.run_options))
 
 
 def plan(kernel: str, params: dict | None, topology_names: list[str], rank_counts: list[int], repeat: int, *,
@@ -155,8 +156,8 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
     return result
 
 
-def _slot(key: tuple, repetition: int) -> tuple:
-    return key[:4] + key[5:], repetition  # without bind, which may be unknown until bring-up
+def _slot(key: ConfigKey, repetition: int) -> tuple[ConfigKey, int]:
+    return key._replace(bind=None), repetition  # without bind, which may be unknown until bring-up
 
 
 def _drop_done(result: Plan, store: Store) -> None:

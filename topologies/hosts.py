@@ -8,7 +8,6 @@ ranks their Python at the same absolute path on every host (``--prefix``).
 """
 
 import ipaddress
-import os
 import re
 import socket
 import sys
@@ -22,7 +21,7 @@ from vnetbench.errors import LaunchError, SpecError, UsageError
 
 from .base import LaunchSpec, Realised, idle_vms, register
 from .intent import Intent
-from .units import PLACEMENTS, TOPOLOGY_NAME_RE
+from .units import TOPOLOGY_NAME_RE
 from .local import binding
 
 DEFAULT_SWITCH = "default"
@@ -129,82 +128,17 @@ class HostsTopology:
 
 
 def validate(topology: HostsTopology) -> HostsTopology:
-    """``topology`` if it is sound, else SpecError listing every problem, each naming its host or field."""
-    where = topology.source
-    problems = []
-    if not topology.hosts:
-        problems.append("no hosts")
-    if topology.placement not in PLACEMENTS:
-        problems.append(f"placement: {topology.placement!r} is not one of {', '.join(PLACEMENTS)}")
-    try:
-        subnet = ipaddress.IPv4Network(topology.subnet, strict=True)
-    except ValueError as exc:
-        subnet = None
-        problems.append(f"network: {topology.subnet!r} is not an IPv4 network such as 10.0.0.0/24 ({exc})")
-    if topology.venv is not None and not os.path.isabs(topology.venv):
-        problems.append(f"venv: {topology.venv!r} is not an absolute path")
-    seen_names, seen_addresses = {}, {}
-    for host in topology.hosts:
-        if host.name in seen_names:
-            problems.append(f"host {host.name!r}: listed twice")
-        seen_names[host.name] = host
-        if host.address in seen_addresses:
-            problems.append(f"host {host.name!r}: has the same address {host.address} as host "
-                            f"{seen_addresses[host.address].name!r}")
-        seen_addresses.setdefault(host.address, host)
-        if not 1 <= host.slots <= MAX_SLOTS:
-            problems.append(f"host {host.name!r}: slots {host.slots} is out of range; allowed: 1 to {MAX_SLOTS}")
-        if not 1 <= host.ssh.port <= 65535:
-            problems.append(f"host {host.name!r}: port {host.ssh.port} is out of range; allowed: 1 to 65535")
-        try:
-            address = ipaddress.IPv4Address(host.address)
-        except ValueError:
-            problems.append(f"host {host.name!r}: address {host.address!r} is not an IPv4 address")
-            continue
-        if subnet is not None and address not in subnet:
-            problems.append(f"host {host.name!r}: address {address} is outside the network {subnet} that MPI "
-                            f"traffic is restricted to (vnetbench_network)")
-    if problems:
-        raise SpecError(f"{where}: " + "; ".join(problems))
-    return topology
+    """``topology`` if it is sound, else SpecError naming each problem's field (``hostspec``)."""
+    from .hostspec import validate as validated
+
+    return validated(topology)
 
 
 def from_dict(data, source: str = "<hosts>") -> HostsTopology:
     """The topology file's mapping -> a validated HostsTopology (SpecError naming the field)."""
-    if not isinstance(data, dict):
-        raise SpecError(f"{source}: expected a mapping of topology fields")
-    allowed = {"version", "name", "backend", "subnet", "placement", "switches", "hosts", "venv", "description"}
-    no_unknown(data, allowed, source, "")
-    if data.get("backend") != "hosts":
-        raise SpecError(f"{source}: backend: expected 'hosts', got {data.get('backend')!r}")
-    if data.get("version", 1) != 1:
-        raise SpecError(f"{source}: version: expected 1, got {data.get('version')!r}")
-    switches = [sw.get("name") if isinstance(sw, dict) else sw for sw in data.get("switches") or []]
-    hosts = []
-    for i, item in enumerate(_list(data.get("hosts"), source, "hosts")):
-        where = f"hosts[{i}]"
-        if not isinstance(item, dict):
-            raise SpecError(f"{source}: {where}: expected a mapping with name, address, switch, slots")
-        no_unknown(item, {"name", "address", "switch", "slots", "ssh"}, source, where)
-        name = host_name(item.get("name"), source, where)
-        switch = item.get("switch", DEFAULT_SWITCH)
-        if switches and switch not in switches:
-            raise SpecError(f"{source}: {where}.switch: host {name!r} is on {switch!r}, which is not among "
-                            f"switches ({', '.join(map(str, switches))})")
-        ssh = item.get("ssh") or {}
-        if not isinstance(ssh, dict):
-            raise SpecError(f"{source}: {where}.ssh: expected a mapping with user, port, identity, options")
-        no_unknown(ssh, {"user", "port", "identity", "options"}, source, f"{where}.ssh")
-        hosts.append(HostEntry(
-            name=name, address=_text(item.get("address"), source, f"host {name!r}: address"),
-            switch=switch_name(switch, source, name),
-            slots=whole_number(item.get("slots", 1), source, f"host {name!r}: slots"),
-            ssh=Ssh(user=ssh.get("user"), port=whole_number(ssh.get("port", 22), source, f"host {name!r}: ssh.port"),
-                    identity=ssh.get("identity"), options=tuple(map(str, ssh.get("options") or ())))))
-    return validate(HostsTopology(
-        name=topology_name(data.get("name", DEFAULT_NAME), source), hosts=tuple(hosts),
-        subnet=str(data.get("subnet") or derived_subnet(hosts, source)), placement=data.get("placement", "block"),
-        venv=data.get("venv"), source=source))
+    from .hostspec import from_dict as validated
+
+    return validated(data, source)
 
 
 def from_spec(topology) -> HostsTopology:
@@ -236,18 +170,6 @@ def no_unknown(data: dict, allowed: set[str], source: str, where: str) -> None:
         close = difflib.get_close_matches(unknown[0], sorted(allowed), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(f"{source}: {prefix}unknown field {unknown[0]!r}{hint}; allowed: {', '.join(sorted(allowed))}")
-
-
-def _list(value, source: str, where: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise SpecError(f"{source}: {where}: expected a non-empty list")
-    return value
-
-
-def _text(value, source: str, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(f"{source}: {where}: required, but missing")
-    return value
 
 
 def whole_number(value, source: str, where: str) -> int:
