@@ -5,7 +5,6 @@ Validated like a topology: every problem names the file, the line and the field
 file. Relative paths in ``command`` resolve against the YAML's folder.
 """
 
-import difflib
 import hashlib
 import json
 import re
@@ -13,11 +12,11 @@ import shutil
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validator
 
 from vnetbench.errors import SpecError, UsageError
 from vnetbench.topologies.files import one_line, read_text, read_yaml
-from vnetbench.topologies.spec import _Lines, _where
+from vnetbench.topologies.spec import _Lines, _where, validated
 
 MAX_APP_BYTES = 64 << 10
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")
@@ -163,37 +162,11 @@ class App:
         return {"parser": self.spec.parser, "metrics": [m.model_dump() for m in self.spec.metrics]}
 
 
-_FIELDS = {(): AppDef, ("metrics",): RegexMetric}
-
-
-def _message(err) -> str:
-    kind, loc = err["type"], err["loc"]
-    if kind == "missing":
-        return "required, but missing"
-    if kind == "extra_forbidden":
-        model = _FIELDS.get(tuple(p for p in loc[:-1] if isinstance(p, str)), AppDef)
-        close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown field{hint}; allowed: {', '.join(model.model_fields)}"
-    if kind == "value_error":
-        return str(err["ctx"]["error"])
-    return err["msg"]
-
-
-def _report(source: str, lines, errors) -> str:
-    """One line: the first problem in the file's order (and how many more), control characters escaped."""
-    meant = set()
-    for err in errors:
-        if err["type"] == "extra_forbidden":
-            model = _FIELDS.get(tuple(p for p in err["loc"][:-1] if isinstance(p, str)), AppDef)
-            meant |= {tuple(err["loc"][:-1]) + (close,) for close in
-                      difflib.get_close_matches(str(err["loc"][-1]), list(model.model_fields), n=1)}
-    # a misspelt field is one problem, not two: its "unknown" error says what was meant
-    problems = sorted(((lines.find(tuple(e["loc"])) or 0, tuple(e["loc"]), _message(e)) for e in errors
-                       if not (e["type"] == "missing" and tuple(e["loc"]) in meant)), key=lambda p: p[0])
-    line, loc, message = problems[0]
-    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-    return one_line(f"{_where(source, line, loc)}: {message}{more}")
+def _one_line(exc: SpecError) -> SpecError:
+    """The shared validator's report cut to its first problem (in file order) and a count of the rest."""
+    first, *rest = str(exc).splitlines()
+    more = f" (and {len(rest)} more problem(s))" if rest else ""
+    return SpecError(one_line(f"{first}{more}"))
 
 
 def load(path: str | Path) -> App:
@@ -208,9 +181,9 @@ def load(path: str | Path) -> App:
     if not isinstance(data, dict):
         raise SpecError(f"{path}:1: expected a mapping of fields (name, command, ...)")
     try:
-        spec = AppDef.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(_report(str(path), lines, exc.errors())) from None
+        spec = validated(AppDef, data, str(path), lines)
+    except SpecError as exc:
+        raise _one_line(exc) from None
     from vnetbench import kernels
 
     if spec.name in kernels.names():
@@ -224,7 +197,7 @@ def adhoc(program: list[str], parser: str | None = None) -> App:
     name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(program[0]).name) or "program"
     name = name if name[:1].isalpha() else f"app_{name}"
     try:
-        spec = AppDef(name=name[:63], command=list(program), parser=parser)
-    except ValidationError as exc:
-        raise UsageError(f"--parser: {_message(exc.errors()[0])}") from None
+        spec = validated(AppDef, {"name": name[:63], "command": list(program), "parser": parser}, "exec")
+    except SpecError as exc:
+        raise UsageError(f"--parser: {str(exc).splitlines()[0].split(': ', 2)[-1]}") from None
     return App(spec, Path.cwd() / "exec")
