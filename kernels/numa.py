@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.errors import UsageError
-from vnetbench.topologies.host import parse_cpulist
+from vnetbench.topologies.host import NODE_SYSFS, node_cpus
 
 POLICIES = ("local", "remote", "interleave")
-SYSFS = Path("/sys/devices/system/node")
+SYSFS = NODE_SYSFS
 
 # set_mempolicy, get_mempolicy syscall numbers
 _SYSCALLS = {"x86_64": (238, 239), "aarch64": (237, 236), "ppc64le": (261, 260)}
@@ -33,11 +33,7 @@ class NodeMap:
 
     @classmethod
     def read(cls, root: Path = SYSFS) -> "NodeMap":
-        nodes = {}
-        for entry in sorted(Path(root).glob("node[0-9]*")):
-            node = int(entry.name[4:])
-            cpulist = entry / "cpulist"
-            nodes[node] = tuple(parse_cpulist(cpulist.read_text())) if cpulist.exists() else ()
+        nodes = node_cpus(root)
         if not nodes:  # no NUMA support in the kernel: one node with every cpu
             nodes = {0: tuple(sorted(os.sched_getaffinity(0)))}
         return cls(nodes)

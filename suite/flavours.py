@@ -9,15 +9,12 @@ import functools
 import os
 import re
 import subprocess
-from dataclasses import dataclass, field
 
 from .errors import LaunchError, UsageError
-from .topologies.local import mca_args
+from .topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
 
 FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
 FLAVOURS: dict[str, type["Launcher"]] = {}
-# what a VM's one network interface is called inside its namespace (topologies/netns.py)
-VM_IFACE = "eth0"
 
 
 def register(name: str):
@@ -28,36 +25,10 @@ def register(name: str):
     return add
 
 
-@dataclass
-class Intent:
-    """What a backend wants started, whatever the MPI: ``ranks`` ranks on ``hosts`` ((name, slots); None
-    for this host alone) or a ``hostfile`` (Open MPI syntax), filled ``slot`` by slot or round-robin by
-    ``node``, bound or not, through a launch ``agent`` (a command used instead of ssh, with ``ssh_args``),
-    with TCP and out-of-band traffic on ``subnet`` (and, inside emulated VMs, on ``iface``)."""
-
-    ranks: int
-    hosts: list[tuple[str, int]] | None = None
-    hostfile: str | None = None
-    map_by: str = "slot"
-    bind: str | None = None
-    oversubscribe: bool = False
-    agent: str | None = None
-    ssh_args: str | None = None
-    subnet: str | None = None
-    iface: str | None = None
-    prefix: str | None = None
-    mca: dict[str, str] = field(default_factory=dict)  # Open MPI's MPI-layer settings (--mca)
-    prte: dict[str, str] = field(default_factory=dict)  # PRRTE settings not stated above
-    source: list[str] = field(default_factory=list)  # the Open MPI 5 arguments it was read from
-
-    @property
-    def yield_when_idle(self) -> bool:
-        return self.mca.get("mpi_yield_when_idle") == "1"
-
-
 def intent_from_prrte(args: list[str]) -> Intent:
-    """The Intent behind a backend's Open MPI 5 (PRRTE) arguments. Backends state their intent in
-    that syntax today; every option they use is known here, anything else is refused."""
+    """The Intent behind Open MPI 5 (PRRTE) arguments (backends state an ``Intent`` themselves; this
+    reads arguments a user or an older record gives); every option backends use is known here,
+    anything else is refused."""
     intent = Intent(ranks=0, source=list(args))
     i = 0
     take = lambda: args[i + 1]
@@ -145,14 +116,7 @@ class OpenMPI5(Launcher):
         return match.group(1) if match and int(match.group(1).split(".")[0]) >= 5 else None
 
     def command(self, intent, program, forward=()):
-        if intent.source:
-            return [self.path, *intent.source, *program]
-        args = ["-n", str(intent.ranks)]
-        if intent.oversubscribe:
-            args += ["--map-by", ":OVERSUBSCRIBE"]
-        if intent.bind:
-            args += ["--bind-to", intent.bind]
-        return [self.path, *args, *mca_args(intent.mca), *program]
+        return [self.path, *prrte_args(intent), *program]
 
 
 @register("openmpi4")

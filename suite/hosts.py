@@ -244,9 +244,8 @@ def check(topology, *, venv: str | None = None, timeout: float = DEFAULT_TIMEOUT
     """Check every host in parallel; a report per host, in the topology's order (never raises for a host)."""
     venv = venv or topology.venv or sys.prefix
     reports = {host.name: HostReport(host.name, host.address) for host in topology.hosts}
-    first = topology.hosts[0].ssh
-    peer_ssh = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout / 2))}"]
-    peer_ssh += (["-l", first.user] if first.user else []) + (["-p", str(first.port)] if first.port != 22 else [])
+    # the hosts reach each other as mpirun reaches them: with the first host's SSH settings
+    peer_ssh = topology.hosts[0].ssh.argv(connect_timeout=max(1, int(timeout / 2)))
     spec = {"timeout": timeout / 2, "ssh": peer_ssh, "peers": [[h.name, h.address] for h in topology.hosts],
             "mpi": mpi}
     named = connections(topology, timeout)
@@ -379,14 +378,11 @@ def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT
     host name -> {"new": n, "known": n, "bad": n} or {"error": why}; a host without the file
     reports {"missing": True}.
     """
+    from .ingest import Intake
     from .records import check_record
     from .store import Store
 
-    store = store if isinstance(store, Store) else Store(store)
-    store.check_writable()
-    known = set()
-    if store.path.exists():
-        known = {(r["run_id"], r["repetition"]) for r in store.scan()[0]}
+    intake = Intake(store if isinstance(store, Store) else Store(store))
     named = connections(topology, timeout)
     summary = {}
     try:
@@ -412,11 +408,7 @@ def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT
                 continue
             if check_record(record):
                 counts["bad"] += 1
-            elif (record["run_id"], record["repetition"]) in known:
-                counts["known"] += 1
             else:
-                store.append(record)
-                known.add((record["run_id"], record["repetition"]))
-                counts["new"] += 1
+                counts["new" if intake.add(record) else "known"] += 1
         summary[name] = counts
     return summary

@@ -23,8 +23,6 @@ import re
 import select
 import shutil
 import signal
-import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -32,55 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import procs
-from .errors import LaunchError
+from .procs import start_time as _start_time
+from .rundir import private_dir as _private_dir
+from .rundir import state_root
 
 ENV = "VNETBENCH_JOB_DIR"
 HEALTH_INTERVAL = 0.25  # seconds between two looks at the topology
-
-
-def state_root() -> Path:
-    """vnetbench's own state directory: /run/vnetbench as root, else a private per-user one."""
-    if os.geteuid() == 0:
-        return Path("/run/vnetbench")
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "vnetbench"
-    return Path(tempfile.gettempdir()) / f"vnetbench-{os.getuid()}"
-
-
-def _private_dir(path: Path) -> None:
-    """``path`` as a directory of ours that nobody else can write, creating it when missing."""
-    try:
-        path.mkdir(mode=0o700 if os.geteuid() else 0o755)
-    except FileExistsError:
-        pass
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
-
-
-def make_dir(kind: str) -> Path:
-    """A new private directory in the state root for files a run needs (hostfiles, ...), named
-    after this process so that ``sweep_orphans`` can remove it once the process is gone."""
-    root = state_root()
-    _private_dir(root)
-    return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-{_start_time(os.getpid())}-", dir=root))
-
-
-def remove_dir(path: Path) -> None:
-    """Remove a directory from ``make_dir``, and the state root with it when nothing else is there."""
-    shutil.rmtree(path, ignore_errors=True)
-    try:
-        os.rmdir(path.parent)
-    except OSError:
-        pass
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 @dataclass
@@ -267,11 +222,8 @@ def _described(ending: Ending, how: str | None) -> dict:
 
 def _zombie_status(pid: int) -> int | None:
     """The wait status of a process that ended and is not reaped yet (/proc/PID/stat field 52)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    if fields[0] != "Z" or len(fields) < 50:
+    fields = procs.stat_fields(pid)
+    if not fields or fields[0] != "Z" or len(fields) < 50:
         return None
     return int(fields[49])
 

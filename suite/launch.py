@@ -20,22 +20,20 @@ def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
             "--params", json.dumps(params, sort_keys=True), "--context", json.dumps(context, sort_keys=True)]
 
 
-def mpirun_argv(mpirun_args: list[str], program: list[str], launcher=None) -> list[str]:
-    """The launcher's argv for a backend's (Open MPI 5 syntax) arguments; the venv's mpirun by default."""
+def mpirun_argv(spec, program: list[str], launcher=None) -> list[str]:
+    """The launcher's argv that carries out a backend's ``LaunchSpec``; the venv's mpirun by default."""
     if launcher is None:
-        return [str(mpi.mpirun()), *mpirun_args, *program]
-    from . import flavours, jobs
+        return [str(mpi.mpirun()), *spec.mpirun_args, *program]
+    from . import jobs
 
-    return launcher.command(flavours.intent_from_prrte(mpirun_args), program, forward=[jobs.ENV, "TMPDIR"])
+    return launcher.command(spec.intent, program, forward=[jobs.ENV, "TMPDIR"])
 
 
-def launcher_env(spec_env: dict, mpirun_args: list[str], launcher=None) -> dict:
+def launcher_env(spec, launcher=None) -> dict:
     """The launcher's environment: vnetbench's (``mpi.run_env``) with what the backend and the flavour add."""
     if launcher is None:
-        return mpi.run_env(spec_env)
-    from . import flavours
-
-    return mpi.run_env({**spec_env, **launcher.env(flavours.intent_from_prrte(mpirun_args))})
+        return mpi.run_env(spec.env)
+    return mpi.run_env({**spec.env, **launcher.env(spec.intent)})
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Ending a whole MPI job: mpirun, its daemons and every rank, even orphaned ones.
+"""Processes as /proc shows them (the one reader of /proc/PID/stat), and ending a whole MPI job:
+mpirun, its daemons and every rank, even orphaned ones.
 
 mpirun is started in a session of its own. Ranks get process groups of their own but stay in
 that session, so the session id finds them all, including ranks whose mpirun already died.
@@ -10,18 +11,34 @@ import time
 from pathlib import Path
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state ppid pgrp session ...), or None when
+    the process is gone or the line is malformed. comm may hold spaces and ')', hence the last ')'."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    _, paren, rest = stat.rpartition(")")
+    fields = rest.split()
+    return fields if paren and len(fields) > 19 else None
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot): with the pid, it names one process, never a reused pid."""
+    fields = stat_fields(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except ValueError:
+        return None
+
+
 def session_members(sid: int) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # fields after the ")" that closes comm: state ppid pgrp session ...
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
+        fields = stat_fields(int(entry.name))
+        if fields and fields[3] == str(sid) and fields[0] != "Z":
             pids.append(int(entry.name))
     return pids
 
@@ -64,11 +81,10 @@ def kill(pids, grace: float = 2.0) -> None:
 
 
 def _exists(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    fields = stat_fields(pid)
+    if fields is None:
         return False
-    if stat.rsplit(")", 1)[1].split()[0] == "Z":
+    if fields[0] == "Z":
         try:  # our own child: reap it
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:

@@ -81,9 +81,16 @@ def check_vm_policies(topology, rank_options: dict) -> None:
 def _repeat(realised, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options,
             launcher) -> list[dict]:
     spec = realised.launch(ranks, bind)
+    return repetitions(repeat, lambda repetition: run_once(realised, spec, kernel, params, ranks, repetition, timeout,
+                                                           rank_options, bind, launcher), store, on_record)
+
+
+def repetitions(repeat: int, once: Callable[[int], dict], store: Store | None,
+                on_record: Callable[[dict], None] | None) -> list[dict]:
+    """``once(repetition)`` for each repetition, each record stored (and shown) before the next starts."""
     out = []
     for repetition in range(repeat):
-        record = run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options, bind, launcher)
+        record = once(repetition)
         if store is not None:
             append_or_show(store, record)
         if on_record:
@@ -108,19 +115,18 @@ def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_op
         "launch": launch_info,
         **(rank_options or {}),
     }
-    argv = launch.mpirun_argv(spec.mpirun_args, launch.kernel_program(kernel, params, context), launcher)
+    argv = launch.mpirun_argv(spec, launch.kernel_program(kernel, params, context), launcher)
     launch_info["command"] = shlex.join("{...}" if arg.startswith("{") else arg for arg in argv)
     common = dict(kernel=kernel, params=params, ranks=ranks, topology=realised.describe(), run_id=run_id,
                   repetition=repetition, started_at=started_at, launch=launch_info, run_options=rank_options or {})
-    health = getattr(realised, "health", None)
-    broken = health() if health else None
+    broken = realised.health()
     if broken:
         what, vms = broken
         return failure_record(status="failed", detail=f"{what}; the job was not started",
                               failure=_network_failure(vms, spec), **common)
     print(f"vnetbench: {kernel} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
-    with jobs.Job(run_id, health) as job:
-        outcome = launch.execute(argv, launch.launcher_env(spec.env, spec.mpirun_args, launcher), timeout, job=job)
+    with jobs.Job(run_id, realised.health) as job:
+        outcome = launch.execute(argv, launch.launcher_env(spec, launcher), timeout, job=job)
         failed = not outcome.records or outcome.returncode not in (0, 1)
         culprit = job.culprit(" ".join(outcome.stderr_tail)) if failed else None  # before the markers go
     if job.problem:

@@ -7,7 +7,7 @@ interrupt propagates: finished runs are already stored, the run in flight leaves
 and ``--resume`` later runs exactly what is missing.
 """
 
-import importlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -15,8 +15,48 @@ from itertools import groupby
 from . import kernels, mpiselect, runner, topologies
 from .errors import UsageError, VnetbenchError
 from .records import failure_record
-from .analysis.records import bind_of, canonical, config_key
+from .analysis.records import ConfigKey, bind_of, canonical, config_key
 from .store import Store, append_or_show
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a sweep was asked for, once a study's defaults and the explicit options are merged."""
+
+    study: object  # studies.Study
+    kernel: str
+    params: dict
+    topologies: list[str]
+    ranks: list[int]
+    repeat: int
+
+
+def kernel_of(study: str | None, kernel: str | None) -> str:
+    """The kernel a sweep runs: ``kernel``, else the study's (default quick); UsageError for an unknown one."""
+    from . import studies
+
+    kernel = kernel or studies.get(study or "quick").kernel
+    if kernel not in kernels.names():
+        raise UsageError(f"--kernel: unknown kernel {kernel!r}; choose from {', '.join(kernels.names())}")
+    return kernel
+
+
+def settle(study: str | None = None, kernel: str | None = None, topologies: list[str] | None = None,
+           ranks: list[int] | None = None, repeat: int | None = None, kernel_argv: list[str] = ()) -> Request:
+    """The study (default quick) with the explicit options over it. The study's kernel options apply
+    when its kernel is the one run; ``kernel_argv`` (as typed after ``run KERNEL``) goes over them."""
+    from . import studies
+
+    base = studies.get(study or "quick")
+    kernel = kernel_of(study, kernel)
+    base_argv = base.kernel_argv if kernel == base.kernel else []
+    params = kernels.parse_params(kernel, [*base_argv, *kernel_argv])
+    return Request(base, kernel, params, topologies or base.topologies, ranks or base.ranks, repeat or base.repeat)
+
+
+def failures(records: list[dict]) -> Counter:
+    """How many records did not pass, by status (in the order first met)."""
+    return Counter(record["status"] for record in records if record["status"] != "ok")
 
 
 @dataclass(frozen=True)
@@ -44,52 +84,68 @@ class Plan:
     done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
     retried: int = 0  # runs in the store that did not pass and are run again
     launcher: object = None  # the flavours.Launcher every job runs with (None: --mpi's default)
+    app: object = None  # an application definition (vnetbench.apps.App) run instead of the kernel
 
-    def key(self, job: Job) -> tuple:
-        return (self.kernel, job.topology, job.ranks, canonical(self.params), job.bind, canonical(self.run_options))
+    def key(self, job: Job) -> ConfigKey:
+        return ConfigKey(self.kernel, job.topology, job.ranks, canonical(self.params), job.bind,
+                         canonical(self.run_options))
 
 
 def plan(kernel: str, params: dict | None, topology_names: list[str], rank_counts: list[int], repeat: int, *,
          bind: str | None = None, run_options: dict | None = None, timeout: float | None = None,
          store: Store | None = None, resume: bool = False, optional_topologies: bool = False,
-         mpi: str | None = None) -> Plan:
+         mpi: str | None = None, app=None) -> Plan:
     """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
 
     Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
-    topologies this host cannot realise (no root, no netns) are skipped and reported.
+    topologies this host cannot realise (no root, no netns) are skipped and reported. With ``app``
+    (an application definition) it is run instead of ``kernel``, whose name and params it gives.
     """
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
     run_options = runner.check_rank_options(run_options)
     full = None
     kernel_ok = {}
-    for ranks in rank_counts:
+    for ranks in rank_counts if app is None else ():
         try:
             _, full = runner.prepare(kernel, params, ranks)
             kernel_ok[ranks] = None
         except UsageError as exc:
             kernel_ok[ranks] = str(exc)
+    if app is not None:
+        app.check_startable()
+        kernel, full, kernel_ok = app.name, {"definition": app.definition_hash()}, dict.fromkeys(rank_counts)
     if full is None:
         raise UsageError(next(iter(kernel_ok.values())))
-    result = Plan(kernel, full, repeat, bind, run_options, timeout)
-    result.launcher = mpiselect.choose(mpi)[0]
+    result = Plan(kernel, full, repeat, bind, run_options, timeout, app=app)
+    result.launcher = mpiselect.choose(mpi, app.program() if app else None)[0]
     for name in topology_names:
         try:
             topo = topologies.load(name)
-            _preflight(topo)
+            backend = topologies.backend(topo.backend)
         except UsageError as exc:
-            if not optional_topologies and not getattr(exc, "host_limit", False):
+            if not optional_topologies:
                 raise UsageError(f"--topologies: {name}: {exc}") from None
+            result.skipped.append((f"{name} (all rank counts)", str(exc)))
+            continue
+        try:
+            backend.preflight(topo)
+        except UsageError as exc:  # about this host (no root, no tools), not about what was typed
             result.skipped.append((f"{name} (all rank counts)", str(exc)))
             continue
         result.topologies[name] = topo
         runnable = []
         for ranks in rank_counts:
-            why = kernel_ok[ranks] or _cannot_place(topo, ranks, bind)
+            why = kernel_ok[ranks] or backend.cannot_place(topo, ranks)
+            if not why:
+                try:
+                    expect = backend.planned_bind(topo, ranks, bind)
+                except UsageError as exc:
+                    why = str(exc)
             if why:
                 result.skipped.append((f"{kernel} x{ranks} on {name}", why))
             else:
-                runnable.append((ranks, _expected_bind(topo, ranks, bind)))
+                runnable.append((ranks, expect))
         # repetitions outermost, so that slow drift of the machine spreads over every configuration
         result.jobs += [Job(name, ranks, rep, expect) for rep in range(repeat) for ranks, expect in runnable]
     if not result.jobs:
@@ -100,43 +156,8 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
     return result
 
 
-def _preflight(topo) -> None:
-    """The backend's own checks that need nothing brought up (root, tools), where it has them."""
-    if topo.backend not in topologies.BACKENDS:
-        raise UsageError(f"backend {topo.backend!r} is not available in this vnetbench")
-    module = importlib.import_module(f"vnetbench.topologies.{topologies.BACKENDS[topo.backend].split(':')[0]}")
-    check = getattr(module, "preflight", None)
-    if check is not None:
-        try:
-            check(topo)
-        except UsageError as exc:
-            exc.host_limit = True  # about this host (no root, no tools), not about what was typed
-            raise
-
-
-def _cannot_place(topo, ranks: int, bind: str | None) -> str | None:
-    vms = len(getattr(topo, "vms", []) or [])
-    if vms and ranks < vms:
-        return f"{ranks} rank(s) for {vms} VMs would leave a VM idle; use at least {vms} ranks"
-    try:
-        _expected_bind(topo, ranks, bind)
-    except UsageError as exc:
-        return str(exc)
-    return None
-
-
-def _expected_bind(topo, ranks: int, bind: str | None) -> str | None:
-    """The binding a run will record, known before bring-up only for the local backend."""
-    if topo.backend != "local":
-        return None
-    from .mpi import usable_cpus
-    from .topologies.local import binding
-
-    return binding(ranks, usable_cpus(), bind)[2]["bind"]
-
-
-def _slot(key: tuple, repetition: int) -> tuple:
-    return key[:4] + key[5:], repetition  # without bind, which may be unknown until bring-up
+def _slot(key: ConfigKey, repetition: int) -> tuple[ConfigKey, int]:
+    return key._replace(bind=None), repetition  # without bind, which may be unknown until bring-up
 
 
 def _drop_done(result: Plan, store: Store) -> None:
@@ -175,7 +196,7 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
         realised, specs = None, {}
         try:
             for index, job in enumerate(jobs):
-                broken = _broken(realised) if getattr(realised, "brought_up", False) else None
+                broken = realised.health() if realised is not None and realised.brought_up else None
                 if broken:
                     if say:
                         say(f"{name}: {broken[0]}; taking it down and bringing it up afresh")
@@ -204,15 +225,15 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
     return records
 
 
-def _broken(realised) -> tuple[str, list[str]] | None:
-    health = getattr(realised, "health", None)
-    return health() if health else None
-
-
 def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
     try:
         if job.ranks not in specs:
             specs[job.ranks] = up.launch(job.ranks, plan.bind)
+        if plan.app is not None:
+            from .apps.run import run_once as run_app_once
+
+            return run_app_once(plan.app, up, specs[job.ranks], job.ranks, job.repetition,
+                                plan.timeout or plan.app.spec.timeout, plan.launcher, echo=None)
         module = kernels.get(plan.kernel)
         timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
         return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,

@@ -5,19 +5,15 @@
 - ``realise(topology)``: bring it up (or attach to it if it is up) -> a ``Realised`` context
   manager whose ``launch(ranks)`` says how mpirun reaches each rank; leaving the context
   tears down what it brought up, and nothing else;
+- ``backend(name)``: the class of a registered backend (the interface and how to add one: ``base``);
 - ``PRESETS``: the study's six configurations by name.
 
 The spec model (pydantic) is imported on first use: the launch agent imports this package
 once per VM and per run, and must start fast.
 """
 
-from .base import LaunchSpec, Realised
-
-BACKENDS = {
-    "local": "local:LocalRealised",
-    "netns": "netns:NetnsRealised",
-    "hosts": "hosts:HostsRealised",
-}
+from .base import LaunchSpec, Realised, backend, names, register
+from .intent import Intent
 
 
 def load(ref: str, what: str = "--topology"):
@@ -32,15 +28,8 @@ def load(ref: str, what: str = "--topology"):
 
 
 def realise(topology) -> Realised:
-    import importlib
-
-    from vnetbench.errors import UsageError
-
-    if topology.backend not in BACKENDS:
-        raise UsageError(f"topology {topology.name!r}: backend {topology.backend!r} is not available in this "
-                         f"vnetbench; available: {', '.join(BACKENDS)}")
-    module, cls = BACKENDS[topology.backend].split(":")
-    return getattr(importlib.import_module(f".{module}", __name__), cls)(topology)
+    """Bring ``topology`` up with its backend (see ``base`` for the interface and the registry)."""
+    return backend(topology.backend, f"topology {topology.name!r}: backend")(topology)
 
 
 def __getattr__(name):
@@ -55,4 +44,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BACKENDS", "LaunchSpec", "PRESETS", "Realised", "Topology", "load", "realise"]
+__all__ = ["Intent", "LaunchSpec", "PRESETS", "Realised", "Topology", "backend", "load", "names", "realise",
+           "register"]

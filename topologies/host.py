@@ -13,6 +13,8 @@ from pathlib import Path
 RESERVED = tuple(ipaddress.IPv4Network(net) for net in (
     "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4"))
 
+NODE_SYSFS = Path("/sys/devices/system/node")
+
 # vnetbench's own interfaces; what they route is checked against vnetbench's state instead
 OWN_PREFIX = "vnb"
 
@@ -41,6 +43,11 @@ class HostFacts:
         return None
 
 
+def usable_cpus() -> int:
+    """How many cpus this process may run on (its affinity, which a cpuset or taskset narrows)."""
+    return len(os.sched_getaffinity(0))
+
+
 def parse_cpulist(text: str) -> list[int]:
     """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]"""
     cpus = []
@@ -64,16 +71,23 @@ def format_cpulist(cpus) -> str:
     return ",".join(parts)
 
 
-def _numa_nodes(usable: set[int]) -> dict[int, tuple[int, ...]]:
+def node_cpus(root: Path = NODE_SYSFS) -> dict[int, tuple[int, ...]]:
+    """NUMA node -> its cpus, as sysfs lists them (a node without cpus has none); {} without NUMA
+    support in the kernel. The one reader of the nodes' cpulists."""
     nodes = {}
-    for path in sorted(Path("/sys/devices/system/node").glob("node[0-9]*")):
+    for path in sorted(Path(root).glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
         try:
-            cpus = set(parse_cpulist((path / "cpulist").read_text())) & usable
+            nodes[int(path.name[4:])] = tuple(parse_cpulist((path / "cpulist").read_text()))
+        except FileNotFoundError:
+            nodes[int(path.name[4:])] = ()
         except (OSError, ValueError):
             continue
-        if cpus:
-            nodes[int(path.name[4:])] = tuple(sorted(cpus))
-    return nodes or {0: tuple(sorted(usable))}
+    return nodes
+
+
+def _numa_nodes(usable: set[int]) -> dict[int, tuple[int, ...]]:
+    nodes = {node: tuple(sorted(set(cpus) & usable)) for node, cpus in node_cpus().items()}
+    return {node: cpus for node, cpus in nodes.items() if cpus} or {0: tuple(sorted(usable))}
 
 
 def _own_cgroup(controller: str) -> str | None:

@@ -8,7 +8,6 @@ ranks their Python at the same absolute path on every host (``--prefix``).
 """
 
 import ipaddress
-import os
 import re
 import socket
 import sys
@@ -20,15 +19,15 @@ from typing import ClassVar
 
 from vnetbench.errors import LaunchError, SpecError, UsageError
 
-from .base import LaunchSpec, Realised
-from .local import binding, mca_args
+from .base import LaunchSpec, Realised, idle_vms, register
+from .intent import Intent
+from .units import TOPOLOGY_NAME_RE
+from .local import binding
 
-PLACEMENTS = ("block", "round-robin")
 DEFAULT_SWITCH = "default"
 DEFAULT_NAME = "hosts"
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})\Z")
 SWITCH_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62})\Z")
-TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?\Z")
 MAX_SLOTS = 4096
 REACH_TIMEOUT = 5.0
 # ssh never asks for a password under mpirun, and gives up on a silent host
@@ -44,8 +43,11 @@ class Ssh:
     identity: str | None = None
     options: tuple[str, ...] = ()
 
-    def argv(self) -> list[str]:
+    def argv(self, connect_timeout: int | None = None) -> list[str]:
+        """ssh's options (before the host): the one place they are built, for mpirun and for host checks."""
         args = list(SSH_DEFAULTS)
+        if connect_timeout is not None:
+            args[-1] = f"ConnectTimeout={connect_timeout}"
         if self.user:
             args += ["-l", self.user]
         if self.port != 22:
@@ -126,82 +128,17 @@ class HostsTopology:
 
 
 def validate(topology: HostsTopology) -> HostsTopology:
-    """``topology`` if it is sound, else SpecError listing every problem, each naming its host or field."""
-    where = topology.source
-    problems = []
-    if not topology.hosts:
-        problems.append("no hosts")
-    if topology.placement not in PLACEMENTS:
-        problems.append(f"placement: {topology.placement!r} is not one of {', '.join(PLACEMENTS)}")
-    try:
-        subnet = ipaddress.IPv4Network(topology.subnet, strict=True)
-    except ValueError as exc:
-        subnet = None
-        problems.append(f"network: {topology.subnet!r} is not an IPv4 network such as 10.0.0.0/24 ({exc})")
-    if topology.venv is not None and not os.path.isabs(topology.venv):
-        problems.append(f"venv: {topology.venv!r} is not an absolute path")
-    seen_names, seen_addresses = {}, {}
-    for host in topology.hosts:
-        if host.name in seen_names:
-            problems.append(f"host {host.name!r}: listed twice")
-        seen_names[host.name] = host
-        if host.address in seen_addresses:
-            problems.append(f"host {host.name!r}: has the same address {host.address} as host "
-                            f"{seen_addresses[host.address].name!r}")
-        seen_addresses.setdefault(host.address, host)
-        if not 1 <= host.slots <= MAX_SLOTS:
-            problems.append(f"host {host.name!r}: slots {host.slots} is out of range; allowed: 1 to {MAX_SLOTS}")
-        if not 1 <= host.ssh.port <= 65535:
-            problems.append(f"host {host.name!r}: port {host.ssh.port} is out of range; allowed: 1 to 65535")
-        try:
-            address = ipaddress.IPv4Address(host.address)
-        except ValueError:
-            problems.append(f"host {host.name!r}: address {host.address!r} is not an IPv4 address")
-            continue
-        if subnet is not None and address not in subnet:
-            problems.append(f"host {host.name!r}: address {address} is outside the network {subnet} that MPI "
-                            f"traffic is restricted to (vnetbench_network)")
-    if problems:
-        raise SpecError(f"{where}: " + "; ".join(problems))
-    return topology
+    """``topology`` if it is sound, else SpecError naming each problem's field (``hostspec``)."""
+    from .hostspec import validate as validated
+
+    return validated(topology)
 
 
 def from_dict(data, source: str = "<hosts>") -> HostsTopology:
     """The topology file's mapping -> a validated HostsTopology (SpecError naming the field)."""
-    if not isinstance(data, dict):
-        raise SpecError(f"{source}: expected a mapping of topology fields")
-    allowed = {"version", "name", "backend", "subnet", "placement", "switches", "hosts", "venv", "description"}
-    no_unknown(data, allowed, source, "")
-    if data.get("backend") != "hosts":
-        raise SpecError(f"{source}: backend: expected 'hosts', got {data.get('backend')!r}")
-    if data.get("version", 1) != 1:
-        raise SpecError(f"{source}: version: expected 1, got {data.get('version')!r}")
-    switches = [sw.get("name") if isinstance(sw, dict) else sw for sw in data.get("switches") or []]
-    hosts = []
-    for i, item in enumerate(_list(data.get("hosts"), source, "hosts")):
-        where = f"hosts[{i}]"
-        if not isinstance(item, dict):
-            raise SpecError(f"{source}: {where}: expected a mapping with name, address, switch, slots")
-        no_unknown(item, {"name", "address", "switch", "slots", "ssh"}, source, where)
-        name = host_name(item.get("name"), source, where)
-        switch = item.get("switch", DEFAULT_SWITCH)
-        if switches and switch not in switches:
-            raise SpecError(f"{source}: {where}.switch: host {name!r} is on {switch!r}, which is not among "
-                            f"switches ({', '.join(map(str, switches))})")
-        ssh = item.get("ssh") or {}
-        if not isinstance(ssh, dict):
-            raise SpecError(f"{source}: {where}.ssh: expected a mapping with user, port, identity, options")
-        no_unknown(ssh, {"user", "port", "identity", "options"}, source, f"{where}.ssh")
-        hosts.append(HostEntry(
-            name=name, address=_text(item.get("address"), source, f"host {name!r}: address"),
-            switch=switch_name(switch, source, name),
-            slots=whole_number(item.get("slots", 1), source, f"host {name!r}: slots"),
-            ssh=Ssh(user=ssh.get("user"), port=whole_number(ssh.get("port", 22), source, f"host {name!r}: ssh.port"),
-                    identity=ssh.get("identity"), options=tuple(map(str, ssh.get("options") or ())))))
-    return validate(HostsTopology(
-        name=topology_name(data.get("name", DEFAULT_NAME), source), hosts=tuple(hosts),
-        subnet=str(data.get("subnet") or derived_subnet(hosts, source)), placement=data.get("placement", "block"),
-        venv=data.get("venv"), source=source))
+    from .hostspec import from_dict as validated
+
+    return validated(data, source)
 
 
 def from_spec(topology) -> HostsTopology:
@@ -233,18 +170,6 @@ def no_unknown(data: dict, allowed: set[str], source: str, where: str) -> None:
         close = difflib.get_close_matches(unknown[0], sorted(allowed), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(f"{source}: {prefix}unknown field {unknown[0]!r}{hint}; allowed: {', '.join(sorted(allowed))}")
-
-
-def _list(value, source: str, where: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise SpecError(f"{source}: {where}: expected a non-empty list")
-    return value
-
-
-def _text(value, source: str, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(f"{source}: {where}: required, but missing")
-    return value
 
 
 def whole_number(value, source: str, where: str) -> int:
@@ -328,10 +253,14 @@ def unreachable(topology: HostsTopology, timeout: float = REACH_TIMEOUT) -> dict
     return {host.name: why for host, why in zip(topology.hosts, results) if why}
 
 
+@register("hosts")
 class HostsRealised(Realised):
     """Hosts that are up by definition: realising checks they answer, launching writes a hostfile."""
 
-    backend = "hosts"
+    @classmethod
+    def cannot_place(cls, topology, ranks: int) -> str | None:
+        # a spec topology's VMs are hosts, each to get a rank; an inventory's hosts fill slot by slot
+        return None if isinstance(topology, HostsTopology) else idle_vms(len(topology.vms), ranks)
 
     def __init__(self, topology, *, check_reachable: bool = True):
         topology = from_spec(topology)
@@ -357,23 +286,18 @@ class HostsRealised(Realised):
         counts = Counter(order)
         used = [i for i in range(len(topo.hosts)) if counts[i]]
         busiest = max(used, key=lambda i: (counts[i] / topo.hosts[i].slots, -i))
-        args, mca, notes = binding(counts[busiest], topo.hosts[busiest].slots, bind)
+        mca, notes = binding(counts[busiest], topo.hosts[busiest].slots, bind)
         hostfile = self._write_hostfile([(topo.hosts[i], counts[i]) for i in used])
         prefix = str(Path(sys.prefix))
-        ssh_args = " ".join(launch_ssh(topo).argv())
         mpi_mca = {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": topo.subnet, "osc": "^ucx", **mca}
-        prte_mca = {"plm_ssh_args": ssh_args,
-                    # every daemon is started from here: the hosts need not reach each other by SSH
-                    "plm_ssh_no_tree_spawn": "1",
-                    "prte_if_include": topo.subnet}
         # --prefix: the daemons and the ranks find Open MPI at this path on every host (PRRTE sets
         # PATH and LD_LIBRARY_PATH from it in the remote shell). Not --leave-session-attached (it hung
         # mpirun now and then here): remote daemons end with mpirun, as they lose their lifeline.
-        argv = ["-n", str(ranks), "--hostfile", hostfile, "--map-by", "slot" if topo.placement == "block" else "node",
-                *args, "--prefix", prefix]
-        for key, value in prte_mca.items():
-            argv += ["--prtemca", key, value]
-        argv += mca_args(mpi_mca)
+        # plm_ssh_no_tree_spawn: every daemon is started from here, the hosts need not reach each other by SSH
+        intent = Intent(ranks=ranks, hostfile=hostfile, map_by="slot" if topo.placement == "block" else "node",
+                        bind=notes["bind"], oversubscribe=notes["oversubscribed"], prefix=prefix,
+                        ssh_args=" ".join(launch_ssh(topo).argv()), prte={"plm_ssh_no_tree_spawn": "1"},
+                        subnet=topo.subnet, mca=mpi_mca)
         expected, labels = [], []
         for i in order:
             host = topo.hosts[i]
@@ -381,8 +305,7 @@ class HostsRealised(Realised):
             labels.append({"host": host.name, "vm": host.name, "switch": host.switch, "address": host.address})
         notes.update({"placement": topo.placement, "hosts": len(used), "prefix": prefix,
                       "ranks_per_host": {topo.hosts[i].name: counts[i] for i in used}})
-        return LaunchSpec(mpirun_args=argv, mca={**mpi_mca, **{f"prte:{k}": v for k, v in prte_mca.items()}},
-                          expected_placement=expected, placement_labels=labels, notes=notes)
+        return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes)
 
     def describe(self) -> dict:
         described = super().describe()
@@ -391,16 +314,16 @@ class HostsRealised(Realised):
 
     def _write_hostfile(self, entries) -> str:
         if self._dir is None:
-            from vnetbench import jobs
+            from vnetbench import rundir
 
-            self._dir = str(jobs.make_dir("hosts"))
+            self._dir = str(rundir.make_dir("hosts"))
         path = Path(self._dir) / f"hostfile-{len(list(Path(self._dir).iterdir()))}"
         path.write_text("".join(f"{host.address} slots={count}\n" for host, count in entries))
         return str(path)
 
     def close(self) -> None:
         if self._dir is not None:
-            from vnetbench import jobs
+            from vnetbench import rundir
 
-            jobs.remove_dir(Path(self._dir))
+            rundir.remove_dir(Path(self._dir))
             self._dir = None

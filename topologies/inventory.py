@@ -35,7 +35,7 @@ from pathlib import Path
 from vnetbench.errors import SpecError, UsageError
 
 from .files import read_text, read_yaml
-from .hosts import (DEFAULT_NAME, DEFAULT_SWITCH, HostEntry, HostsTopology, Ssh, derived_subnet, from_dict, host_name,
+from .hosts import (DEFAULT_NAME, DEFAULT_SWITCH, HostEntry, HostsTopology, Ssh, derived_subnet, host_name,
                     no_unknown, switch_name, topology_name, validate, whole_number)
 
 COMPUTE_GROUP = "compute"
@@ -67,7 +67,9 @@ def load_hosts(path: str | os.PathLike | None = None, *, inventory=None, hostfil
     if isinstance(data, dict) and "backend" in data:
         if inventory is not None:
             raise SpecError(f"{path}: a topology file, not an Ansible inventory; give it as --topology")
-        return from_dict(data, source=str(path))
+        from .hostspec import load_text
+
+        return load_text(text, str(path))
     if isinstance(data, dict):
         return _from_inventory(_yaml_inventory(data, str(path)), str(path), path.parent, group, all_hosts)
     if inventory is not None or path.suffix.lower() in (".ini", ".cfg") or _looks_ini(text):

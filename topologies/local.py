@@ -1,16 +1,17 @@
 """The ``native`` topology: this host, no VMs, every rank under the local mpirun."""
 
 from vnetbench.errors import UsageError
-from vnetbench.mpi import usable_cpus
 
-from .base import LaunchSpec, Realised
+from .base import MAX_RANKS, LaunchSpec, Realised, register
+from .host import usable_cpus
+from .intent import Intent
 
-MAX_RANKS = 4096
 BIND_CHOICES = ("core", "none")
 
 
-def binding(ranks: int, cores: int, bind: str | None) -> tuple[list[str], dict[str, str], dict]:
-    """mpirun arguments, MCA settings and notes for ``ranks`` ranks on ``cores`` cores.
+def binding(ranks: int, cores: int, bind: str | None) -> tuple[dict[str, str], dict]:
+    """MCA settings and notes for ``ranks`` ranks on ``cores`` cores; ``notes["bind"]`` is the binding
+    and ``notes["oversubscribed"]`` whether ranks outnumber cores.
 
     Ranks that fit are bound to a core each (unless --bind none); more ranks than cores
     oversubscribe, lose binding and must yield when idle, or busy-polling ranks starve each other.
@@ -22,21 +23,17 @@ def binding(ranks: int, cores: int, bind: str | None) -> tuple[list[str], dict[s
         raise UsageError(f"--bind: core binding needs ranks <= cores ({ranks} ranks, {cores} cores); "
                          "use --bind none")
     effective = bind or ("none" if oversubscribed else "core")
-    args = ["--bind-to", effective]
     mca = {}
     notes = {"oversubscribed": oversubscribed, "bind": effective, "cores": cores}
     if oversubscribed:
-        args += ["--map-by", ":OVERSUBSCRIBE"]
         mca["mpi_yield_when_idle"] = "1"
         notes["yield_when_idle"] = f"{ranks} ranks on {cores} cores: ranks yield the cpu when idle"
-    return args, mca, notes
+    return mca, notes
 
 
-def mca_args(mca: dict[str, str]) -> list[str]:
-    args = []
-    for key, value in mca.items():
-        args += ["--mca", key, value]
-    return args
+def check_ranks(ranks: int, what: str = "is out of range") -> None:
+    if not 1 <= ranks <= MAX_RANKS:
+        raise UsageError(f"--ranks: {ranks} {what}; allowed: 1 to {MAX_RANKS}")
 
 
 class NativeTopology:
@@ -51,19 +48,23 @@ class NativeTopology:
         self._data = {"version": 1, **{key: preset[key] for key in ("name", "description", "backend")},
                       "placement": preset.get("placement", "block")}
         self.name = preset["name"]
+        self.description = preset["description"]
 
     def to_dict(self) -> dict:
         return dict(self._data)
 
 
+@register("local")
 class LocalRealised(Realised):
-    backend = "local"
+    @classmethod
+    def planned_bind(cls, topology, ranks: int, bind: str | None) -> str | None:
+        return binding(ranks, usable_cpus(), bind)[1]["bind"]
 
     def check_ranks(self, ranks: int) -> None:
-        if ranks > MAX_RANKS:
-            raise UsageError(f"--ranks: {ranks} is beyond what one host runs; allowed: 1 to {MAX_RANKS}")
+        check_ranks(ranks, "is beyond what one host runs")
 
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
         self.check_ranks(ranks)
-        args, mca, notes = binding(ranks, usable_cpus(), bind)
-        return LaunchSpec(mpirun_args=["-n", str(ranks), *args, *mca_args(mca)], mca=mca, notes=notes)
+        mca, notes = binding(ranks, usable_cpus(), bind)
+        intent = Intent(ranks=ranks, bind=notes["bind"], oversubscribe=notes["oversubscribed"], mca=mca)
+        return LaunchSpec(intent=intent, notes=notes)

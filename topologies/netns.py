@@ -21,15 +21,22 @@ from pathlib import Path
 from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
 
 from . import linux, plan, state
-from .base import LaunchSpec, Realised
+from .base import LaunchSpec, Realised, idle_vms, register
 from .host import HostFacts, detect, format_cpulist
 
 
+@register("netns")
 class NetnsRealised(Realised):
     """A netns topology that is up: brought up by this object (and torn down by ``close``,
     at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
 
-    backend = "netns"
+    @classmethod
+    def preflight(cls, topology) -> None:
+        preflight(topology)
+
+    @classmethod
+    def cannot_place(cls, topology, ranks: int) -> str | None:
+        return idle_vms(len(topology.vms), ranks)
 
     def __init__(self, topology):
         super().__init__(topology)
@@ -160,6 +167,23 @@ def describe_state(st: dict) -> dict:
         "switches": [{"name": sw["name"], "bridge": sw["bridge"], "uplink_rate": sw["rate"],
                       "tbf_burst": sw["burst"], "delay_us": sw["delay"]} for sw in lay["switches"]],
         "cgroups": {kind: bool(paths) for kind, paths in st["cgroups"].items()},
+    }
+
+
+def preview(topology, host: HostFacts | None = None) -> dict:
+    """What ``topology`` is on this host, without bringing it up: its id, the host's cpus, memory and
+    NUMA nodes, each VM's cpus and nodes, its subnet (when up or fixed), whether it is up."""
+    host = host or detect()
+    current = state.read(topology.id)
+    assigned = plan.assign_cpus(topology.vms, plan.usable_by_node(host, topology))
+    return {
+        "id": topology.id,
+        "host": {"cpus": len(host.cpus), "memory": host.memory,
+                 "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
+        "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
+                for vm, (cpus, mems) in zip(topology.vms, assigned)],
+        "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
+        "up": current is not None,
     }
 
 
@@ -296,6 +320,34 @@ def down(topology_id: str) -> dict | None:
             return None
         teardown(st)
         return st
+
+
+def take_down(ref: str) -> tuple[str | None, dict | None]:
+    """Take down the topology ``ref`` names (the name it is up under, its file, or a preset):
+    (its id, its state), (None, None) when it is not up. A topology a live run owns is refused:
+    that run takes it down when it ends."""
+    topology_id = id_of(ref)
+    if topology_id is None:
+        return None, None
+    current = state.read(topology_id)
+    if current and current.get("owner") and state.alive(current["owner"]):
+        raise UsageError(f"topology {current['name']!r} belongs to a run in progress (process "
+                         f"{current['owner']['pid']}), which takes it down when it ends")
+    linux.require_root_and_tools()
+    return topology_id, down(topology_id)
+
+
+def id_of(ref: str) -> str | None:
+    """The id of the topology ``ref`` names when it is up: by the name it is up under, else by loading it."""
+    from . import load
+
+    for st in state.all_states():
+        if st["name"] == ref or st["source"] == ref:
+            return st["id"]
+    topology = load(ref, what="NAME|FILE")
+    if topology.backend == "local":
+        raise UsageError(f"topology {topology.name!r} is this host itself; there is nothing to take down")
+    return topology.id if state.read(topology.id) else None
 
 
 def teardown(st: dict) -> None:

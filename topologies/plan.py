@@ -19,12 +19,13 @@ from vnetbench.errors import LaunchError, UsageError
 
 from .base import LaunchSpec
 from .host import RESERVED, HostFacts
-from .local import binding, mca_args
+from .intent import VM_IFACE, Intent
+from .local import binding
+from .local import check_ranks  # noqa: F401 (netns checks --ranks as local does)
 from .state import RUN_DIR
 
 PREFIX = "vnb"
 SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")
-MAX_RANKS = 4096
 
 # tbf must pass a whole GSO super-packet (64 KiB) in one go, or it drops or splits it; Mininet's
 # 15 KB cuts 1 Gbit/s to a fraction. Two packets, or 2 ms at the rate, whichever is more.
@@ -189,7 +190,7 @@ def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:
         else:
             switches.append(SwitchPlan(sw.name, i, f"{n['bridge']}{i}", (f"{n['uplink']}{i}a", f"{n['uplink']}{i}b"),
                                        sw.uplink.rate, tbf_burst(sw.uplink.rate), sw.uplink.delay))
-    cpus_by_node = _limit(host.cpus_by_node, topology)
+    cpus_by_node = usable_by_node(host, topology)
     assigned = assign_cpus(topology.vms, cpus_by_node)
     vms = []
     for i, (vm, (cpus, mems)) in enumerate(zip(topology.vms, assigned)):
@@ -211,8 +212,9 @@ def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:
                   host_cpus=tuple(sorted(c for cpus in cpus_by_node.values() for c in cpus)))
 
 
-def _limit(cpus_by_node, topology):
-    """The host's cpus, cut to the count a spec's ``hosts[0].cpus`` declares."""
+def usable_by_node(host: HostFacts, topology) -> dict[int, tuple[int, ...]]:
+    """The host's cpus by NUMA node, cut to the count a spec's ``hosts[0].cpus`` declares."""
+    cpus_by_node = host.cpus_by_node
     declared = topology.hosts[0].cpus if topology.hosts and topology.hosts[0].cpus else None
     if declared is None:
         return dict(cpus_by_node)
@@ -254,11 +256,6 @@ def place(ranks: int, vcpus: list[int], policy: str) -> list[int]:
     return order
 
 
-def check_ranks(ranks: int) -> None:
-    if not 1 <= ranks <= MAX_RANKS:
-        raise UsageError(f"--ranks: {ranks} is out of range; allowed: 1 to {MAX_RANKS}")
-
-
 def agent_command() -> str:
     """How PRRTE calls the launch agent in place of ssh (it splits this on spaces and ':')."""
     python = sys.executable
@@ -285,8 +282,7 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
         # mpirun plans bindings from its own view of the cpus, which is not the VM's cpuset
         raise UsageError(f"--bind: {bind!r} is not available on emulated VMs: ranks run on their VM's vCPUs "
                          f"and the VM's scheduler places them, as in a guest; use --bind none")
-    args, mca, notes = binding(counts[busiest.index], len(busiest.cpus), "none")
-    args = _without(args, "--map-by")
+    mca, notes = binding(counts[busiest.index], len(busiest.cpus), "none")
     notes = {**notes, "cores": len(lay.host_cpus)}
     shared = len({cpu for vm in used for cpu in vm.cpus}) < sum(len(vm.cpus) for vm in used)
     if len(used) > 1 and (shared or ranks >= len(lay.host_cpus)):
@@ -302,16 +298,13 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
         "memory_limited_by": "cgroup memory" if memory_limited else "nothing (no cgroup memory controller)",
     })
     mpi_mca = {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": lay.subnet, "osc": "^ucx", **mca}
-    prte_mca = {"plm_ssh_agent": agent or agent_command(), "plm_ssh_no_tree_spawn": "1",
-                "prte_if_include": lay.subnet}
-    argv = ["--host", ",".join(f"{vm.hostname}:{counts[vm.index]}" for vm in used), "-n", str(ranks),
-            "--map-by", "slot" if lay.placement == "block" else "node", *args]
     # not --leave-session-attached: with it, mpirun hung after its job in about 1 run in 5 here.
     # Daemons detach from mpirun's session instead; they end with mpirun (lost lifeline), and
     # a teardown ends every process inside the VMs.
-    for key, value in prte_mca.items():
-        argv += ["--prtemca", key, value]
-    argv += mca_args(mpi_mca)
+    intent = Intent(ranks=ranks, hosts=[(vm.hostname, counts[vm.index]) for vm in used],
+                    map_by="slot" if lay.placement == "block" else "node", bind="none",
+                    agent=agent or agent_command(), prte={"plm_ssh_no_tree_spawn": "1"}, subnet=lay.subnet,
+                    iface=VM_IFACE, mca=mpi_mca)
     inodes = netns_inodes or {}
     expected, labels = [], []
     for rank, i in enumerate(order):
@@ -324,17 +317,4 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
                        "numa_nodes": list(vm.mems)})
         if vm.memory_policy:
             labels[-1]["memory_policy"] = vm.memory_policy
-    return LaunchSpec(mpirun_args=argv, mca={**mpi_mca, **{f"prte:{k}": v for k, v in prte_mca.items()}},
-                      expected_placement=expected, placement_labels=labels, notes=notes)
-
-
-def _without(args: list[str], option: str) -> list[str]:
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == option:
-            skip = True
-        else:
-            out.append(arg)
-    return out
+    return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes)

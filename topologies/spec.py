@@ -20,11 +20,12 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Pri
 from vnetbench.errors import SpecError, UsageError
 
 from . import units
+from .base import MODULES
 from .files import read_text, read_yaml
 from .host import HostFacts, format_cpulist
 
-BACKENDS = ("local", "netns", "hosts")
-PLACEMENTS = ("block", "round-robin")
+BACKENDS = tuple(MODULES)  # the registry's names
+PLACEMENTS = units.PLACEMENTS
 NUMA_POLICIES = ("packed", "spread")
 MAX_VMS = 250
 MAX_SWITCHES = 250
@@ -238,15 +239,7 @@ def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None =
     if not isinstance(data, dict):
         raise SpecError(f"{_where(source, lines.find(()), ())}: expected a mapping of topology fields "
                         f"(name, vms, switches, ...), got {units._shown(data)}")
-    try:
-        topology = Topology.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors()
-        # a misspelt field is one problem, not two: its "unknown" error says what was meant
-        meant = {tuple(e["loc"][:-1]) + (_suggestion(e["loc"]),) for e in errors if e["type"] == "extra_forbidden"}
-        problems = [(tuple(e["loc"]), _message(e)) for e in errors
-                    if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
-        raise SpecError(_report(source, lines, problems)) from None
+    topology = validated(Topology, data, source, lines)
     topology._source, topology._lines = source, lines.table()
     problems = check_references(topology)
     if not problems and topology.backend == "netns":
@@ -368,18 +361,57 @@ def _scale(t: Topology, host: HostFacts) -> Topology:
 
 # ---- error reporting ----------------------------------------------------------------------
 
-_MODELS = {(): Topology, ("vms",): VM, ("hosts",): Host, ("switches",): Switch,
-           ("switches", "uplink"): Uplink, ("scale_from",): ScaleFrom}
+def validated(model: type[BaseModel], data, source: str, lines=None):
+    """``model`` made from ``data``, or SpecError listing every problem as FILE:LINE: field: what.
+    Every spec model (this module's Topology, the hosts backend's) is validated here."""
+    lines = lines or _Lines(None)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # a misspelt field is one problem, not two: its "unknown" error says what was meant
+        meant = {tuple(e["loc"][:-1]) + (_suggestion(e["loc"], model),) for e in errors
+                 if e["type"] == "extra_forbidden"}
+        problems = [(tuple(e["loc"]), _message(e, model)) for e in errors
+                    if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
+        raise SpecError(_report(source, lines, problems)) from None
 
 
-def _message(err) -> str:
+def report(source: str, lines, problems: list[tuple[tuple, str]]) -> str:
+    """Problems found after validation ((field path, what)) located as the model's own are."""
+    return _report(source, lines or _Lines(None), problems)
+
+
+def _model_at(model: type[BaseModel], path: tuple) -> type[BaseModel] | None:
+    """The model of the mapping at ``path`` (field names; list indexes left out) under ``model``."""
+    import typing
+
+    for name in path:
+        field = model.model_fields.get(name)
+        if field is None:
+            return None
+        candidates = [field.annotation]
+        found = None
+        while candidates:
+            kind = candidates.pop()
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                found = kind
+                break
+            candidates += list(typing.get_args(kind))
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _message(err, model=None) -> str:
     kind, loc = err["type"], err["loc"]
     if kind == "missing":
         return "required, but missing"
     if kind == "extra_forbidden":
-        close = _suggestion(loc)
+        close = _suggestion(loc, model)
         hint = f" (did you mean {close!r}?)" if close else ""
-        return f"unknown field{hint}; allowed: {', '.join(_allowed(loc))}"
+        return f"unknown field{hint}; allowed: {', '.join(_allowed(loc, model))}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return f"expected a mapping of fields, got {units._shown(err.get('input'))}"
     if kind == "list_type":
@@ -391,15 +423,15 @@ def _message(err) -> str:
     return err["msg"]
 
 
-def _allowed(loc) -> list[str]:
-    model = _MODELS.get(tuple(p for p in loc[:-1] if isinstance(p, str)))
+def _allowed(loc, model=None) -> list[str]:
+    model = _model_at(model or Topology, tuple(p for p in loc[:-1] if isinstance(p, str)))
     return list(model.model_fields) if model else []
 
 
-def _suggestion(loc) -> str | None:
+def _suggestion(loc, model=None) -> str | None:
     import difflib
 
-    close = difflib.get_close_matches(str(loc[-1]), _allowed(loc), n=1)
+    close = difflib.get_close_matches(str(loc[-1]), _allowed(loc, model), n=1)
     return close[0] if close else None
 
 

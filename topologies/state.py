@@ -15,6 +15,8 @@ import re
 import time
 from pathlib import Path
 
+from vnetbench.procs import start_time
+
 RUN_DIR = Path("/run/vnetbench")
 VERSION = 1
 
@@ -116,21 +118,13 @@ def locked():
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _start_time(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
 def me() -> dict:
-    return {"pid": os.getpid(), "start": _start_time(os.getpid())}
+    return {"pid": os.getpid(), "start": start_time(os.getpid())}
 
 
 def alive(owner: dict | None) -> bool:
     """Is the owning process still running (the same process, not a reused pid)?"""
-    return bool(owner) and _start_time(owner["pid"]) == owner.get("start")
+    return bool(owner) and start_time(owner["pid"]) == owner.get("start")
 
 
 def is_mine(state: dict) -> bool:

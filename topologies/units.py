@@ -12,6 +12,8 @@ import re
 # matches before a final newline, and "a\n" must not pass.
 NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,22}[a-z0-9])?\Z")
 TOPOLOGY_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?\Z")
+# how ranks fill VMs or hosts: consecutive ranks together, or dealt out one at a time (every backend)
+PLACEMENTS = ("block", "round-robin")
 
 # numbers and units, blanks allowed between them but no other white space (a newline would
 # break the one-line message that echoes the value)

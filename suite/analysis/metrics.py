@@ -25,7 +25,18 @@ def number(value) -> float | None:
 def workload(kernel: str):
     """The module declaring ``kernel``'s metrics, or None for a kernel this vnetbench lacks."""
     module = find(kernel) if isinstance(kernel, str) else None
+    if module is None and isinstance(kernel, str):
+        from ..apps.workload import known  # an application seen in a record
+
+        module = known(kernel)
     return module if module is not None and hasattr(module, "metrics") else None
+
+
+def _of(record: dict):
+    """The workload of a record: an application's from its own declaration, else its kernel's."""
+    from ..apps.workload import of_record
+
+    return of_record(record) or workload(record.get("kernel"))
 
 
 def order(kernel: str) -> tuple[int, str]:
@@ -42,7 +53,7 @@ def _pairs(record: dict) -> list[tuple[Metric, object]]:
     m = record.get("metrics")
     if not isinstance(m, dict) or not m:
         return []
-    module = workload(record.get("kernel"))
+    module = _of(record)
     try:
         return list(module.metrics(m) if module else _generic(m))
     except _BROKEN:
@@ -83,7 +94,7 @@ def headline(record: dict) -> list[tuple[str, object]]:
     m = record.get("metrics")
     if not isinstance(m, dict) or not m:
         return []
-    module = workload(record.get("kernel"))
+    module = _of(record)
     try:
         if module is not None:
             return list(module.headline(m))
@@ -95,7 +106,7 @@ def headline(record: dict) -> list[tuple[str, object]]:
 def size_rows(record: dict) -> list[dict]:
     """The record's per-size table (``[{column: value}]``), when its kernel declares one."""
     m = record.get("metrics")
-    module = workload(record.get("kernel"))
+    module = _of(record)
     if not isinstance(m, dict) or module is None or not hasattr(module, "size_rows"):
         return []
     try:

@@ -1,10 +1,7 @@
 """``vnetbench ingest FILE... --store PATH``: add records from direct launches (``--record FILE``)."""
 
-import json
 import sys
 
-from vnetbench.errors import UsageError
-from vnetbench.records import check_record
 from vnetbench.store import DEFAULT_PATH, Store
 
 
@@ -16,46 +13,12 @@ def register(sub):
     parser.set_defaults(func=handle)
 
 
-def load_records(paths: list[str]) -> list[dict]:
-    """Every record in the files; UsageError naming the file and line of the first bad one."""
-    records = []
-    for path in paths:
-        try:
-            text = open(path, encoding="utf-8").read()
-        except FileNotFoundError:
-            raise UsageError(f"FILE: {path} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"FILE: cannot read {path}: {exc}") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise UsageError(f"{path}:{number}: not JSON; expected one vnetbench record per line") from None
-            problems = check_record(record)
-            if problems:
-                raise UsageError(f"{path}:{number}: not a vnetbench record: {'; '.join(problems)}")
-            records.append(record)
-    return records
-
-
 def handle(args) -> int:
-    store = Store(args.store)
-    store.check_writable()
-    records = load_records(args.files)
-    seen = set()
-    if store.path.exists():
-        seen = {(r["run_id"], r["repetition"]) for r in store.scan()[0]}
-    added = 0
-    for record in records:
-        key = (record["run_id"], record["repetition"])
-        if key in seen:
-            print(f"vnetbench: run {record['run_id']} repetition {record['repetition']} is already in "
-                  f"{args.store}; skipped", file=sys.stderr)
-            continue
-        store.append(record)
-        seen.add(key)
-        added += 1
+    from vnetbench.ingest import ingest
+
+    added, skipped = ingest(args.files, Store(args.store))
+    for record in skipped:
+        print(f"vnetbench: run {record['run_id']} repetition {record['repetition']} is already in "
+              f"{args.store}; skipped", file=sys.stderr)
     print(f"vnetbench: {added} record(s) added to {args.store}", file=sys.stderr)
     return 0

@@ -5,10 +5,10 @@ import json
 import sys
 
 from vnetbench import kernels
+from vnetbench.errors import UsageError
 from vnetbench.options import float_range, int_range
 from vnetbench.store import DEFAULT_PATH
-
-MAX_RANKS = 4096
+from vnetbench.topologies.base import MAX_RANKS
 
 
 def add_common(parser, *, ranks_default=None):
@@ -35,10 +35,14 @@ def add_common(parser, *, ranks_default=None):
 def register(sub):
     parser = sub.add_parser("run", help="run one kernel on a topology", description=__doc__.strip("`"),
                             add_help=False)
-    parser.add_argument("kernel", metavar="KERNEL", help=f"one of: {', '.join(kernels.names())}")
+    # optional to argparse, so that 'run --help' is help (exit 0); handle() requires it
+    parser.add_argument("kernel", metavar="KERNEL", nargs="?", help=f"one of: {', '.join(kernels.names())}")
     parser.add_argument("--ranks", type=int_range(1, MAX_RANKS), default=2, metavar="N",
                         help="MPI ranks (default 2)")
     add_common(parser)
+    from .apps import add_app_option
+
+    add_app_option(parser)
     parser.add_argument("--json", action="store_true", help="print the records as JSON Lines on stdout")
     parser.add_argument("--format", choices=["table", "osu"], default="table",
                         help="table (with per-size rows) or osu: per-size rows in the OSU benchmarks' layout")
@@ -50,12 +54,20 @@ def parse_kernel_options(args, parser) -> dict:
     if args.help:
         print_help(parser, args.kernel)
         raise SystemExit(0)
+    if args.kernel is None:
+        raise UsageError(f"KERNEL: missing; choose from {', '.join(kernels.names())} "
+                         f"('vnetbench run --help' describes them)")
     return kernels.parse_params(args.kernel, args.extra)
 
 
 def print_help(parser, kernel):
     parser.print_help()
-    if kernel in kernels.names():
+    if kernel is None:
+        print("\nkernels:")
+        for name in kernels.names():
+            print(f"  {name:<10} {kernels.get(name).DESCRIPTION}")
+        print("\n'vnetbench run KERNEL --help' shows a kernel's own options.")
+    elif kernel in kernels.names():
         sub = argparse.ArgumentParser(prog=f"vnetbench run {kernel}", add_help=False,
                                       description=kernels.get(kernel).DESCRIPTION)
         kernels.get(kernel).add_arguments(sub)
@@ -79,6 +91,10 @@ def rank_options(args) -> dict:
 def handle(args) -> int:
     from vnetbench import runner
 
+    if args.app and not args.help:
+        from . import apps
+
+        return apps.run(args)
     params = parse_kernel_options(args, args.parser)
     if args.format == "osu":
         from vnetbench.analysis import osu

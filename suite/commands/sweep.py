@@ -17,8 +17,9 @@ from vnetbench import kernels
 from vnetbench.errors import UsageError
 from vnetbench.options import float_range, int_range
 from vnetbench.store import DEFAULT_PATH
+from vnetbench.topologies.base import MAX_RANKS
 
-from .run import MAX_RANKS, rank_options
+from .run import rank_options
 
 
 def name_list(text: str) -> list[str]:
@@ -46,6 +47,9 @@ def register(sub):
                             description=__doc__.replace("``", ""), add_help=False)
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
     parser.add_argument("--kernel", metavar="K", help=f"one of: {', '.join(kernels.names())}")
+    from .apps import add_app_option
+
+    add_app_option(parser)
     parser.add_argument("--topologies", type=name_list, metavar="A,B,..", help="presets or topology files")
     parser.add_argument("--ranks", type=rank_list, metavar="N,M,..", help="rank counts")
     parser.add_argument("--repeat", type=int_range(1, 1000), metavar="R", help="repetitions of each combination")
@@ -71,23 +75,6 @@ def say(text: str) -> None:
     print(f"vnetbench: {text}", file=sys.stderr, flush=True)
 
 
-def settle(args):
-    """The study the options start from, and the kernel, params, topologies, ranks and repeat they make."""
-    from vnetbench import studies
-
-    study = studies.get(args.study or "quick")
-    kernel = args.kernel or study.kernel
-    if kernel not in kernels.names():
-        raise UsageError(f"--kernel: unknown kernel {kernel!r}; choose from {', '.join(kernels.names())}")
-    if args.help:
-        print_help(args.parser, kernel)
-        raise SystemExit(0)
-    base_argv = study.kernel_argv if kernel == study.kernel else []
-    params = kernels.parse_params(kernel, [*base_argv, *args.extra])
-    return study, kernel, params, args.topologies or study.topologies, args.ranks or study.ranks, \
-        args.repeat or study.repeat
-
-
 def print_help(parser, kernel: str) -> None:
     parser.print_help()
     if kernel in kernels.names():
@@ -101,12 +88,24 @@ def handle(args) -> int:
     from vnetbench import sweep
     from vnetbench.store import Store
 
-    study, kernel, params, topology_names, rank_counts, repeat = settle(args)
+    if args.help:
+        print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
+        return 0
+    if args.app:
+        from . import apps
+
+        return apps.sweep(args)
+    asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra)
     store = Store(args.store)
     store.check_writable()
-    plan = sweep.plan(kernel, params, topology_names, rank_counts, repeat, bind=args.bind,
+    plan = sweep.plan(asked.kernel, asked.params, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
                       run_options=rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
                       optional_topologies=args.topologies is None, mpi=args.mpi)
+    return run_plan(args, asked.study, plan, asked.topologies, asked.ranks, store)
+
+
+def run_plan(args, study, plan, topology_names, rank_counts, store) -> int:
+    """Show the plan, run it under the progress bar, then the study table; the exit code."""
     if plan.skipped and args.fail_fast:
         what, why = plan.skipped[0]
         raise UsageError(f"--fail-fast: {what} cannot run here: {why} ({len(plan.skipped)} such combination(s))")
@@ -178,18 +177,16 @@ def run_with_progress(plan, store, fail_fast, records: list) -> None:
 
 
 def finish(args, plan, records, seconds) -> int:
-    from vnetbench import analysis
+    from vnetbench import analysis, sweep
 
-    bad = [r for r in records if r["status"] != "ok"]
+    by_status = sweep.failures(records)
+    bad = sum(by_status.values())
     shown = plan.done + records
     if shown:
         print(analysis.study(shown))
     stopped = " (stopped by --fail-fast)" if args.fail_fast and bad and len(records) < len(plan.jobs) else ""
-    by_status = {}
-    for record in bad:
-        by_status[record["status"]] = by_status.get(record["status"], 0) + 1
     failures = ", ".join(f"{n} {status}" for status, n in by_status.items())
-    say(f"{len(records)} run(s) in {seconds:.0f} s, {len(records) - len(bad)} passed"
+    say(f"{len(records)} run(s) in {seconds:.0f} s, {len(records) - bad} passed"
         f"{f', {failures}' if failures else ''}{stopped}; appended to {args.store}")
     say(f"tables: vnetbench report --store {args.store}")
     return 1 if bad else 0

@@ -62,26 +62,13 @@ def handle_list(args) -> int:
 
 def handle_show(args) -> int:
     from vnetbench import topologies
-    from vnetbench.topologies import state
 
     topology = topologies.load(args.ref, what="NAME|FILE")
     shown = {"spec": topology.to_dict(), "source": topology.source}
     if topology.backend == "netns":
-        from vnetbench.topologies import host as hostmod
-        from vnetbench.topologies import plan
+        from vnetbench.topologies import netns
 
-        host = hostmod.detect()
-        current = state.read(topology.id)
-        assigned = plan.assign_cpus(topology.vms, plan._limit(host.cpus_by_node, topology))
-        shown["plan"] = {
-            "id": topology.id,
-            "host": {"cpus": len(host.cpus), "memory": host.memory,
-                     "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
-            "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
-                    for vm, (cpus, mems) in zip(topology.vms, assigned)],
-            "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
-            "up": current is not None,
-        }
+        shown["plan"] = netns.preview(topology)
         if topology.scaled:
             shown["scaled"] = topology.scaled
     if args.spec:
@@ -157,36 +144,11 @@ def handle_up(args) -> int:
 
 
 def handle_down(args) -> int:
-    from vnetbench.topologies import netns, state
+    from vnetbench.topologies import netns
 
-    topology_id = _id_of(args.ref)
-    if topology_id is None:
-        print(f"vnetbench: {args.ref} is not up; nothing to do")
-        return 0
-    current = state.read(topology_id)
-    if current and current.get("owner") and state.alive(current["owner"]):
-        raise UsageError(f"topology {current['name']!r} belongs to a run in progress (process "
-                         f"{current['owner']['pid']}), which takes it down when it ends")
-    from vnetbench.topologies import linux
-
-    linux.require_root_and_tools()
-    st = netns.down(topology_id)
+    _, st = netns.take_down(args.ref)
     print(f"{st['name']} down" if st else f"vnetbench: {args.ref} is not up; nothing to do")
     return 0
-
-
-def _id_of(ref: str) -> str | None:
-    """The id of the topology ``ref`` names: by the name it is up under, else by loading it."""
-    from vnetbench import topologies
-    from vnetbench.topologies import state
-
-    for st in state.all_states():
-        if st["name"] == ref or st["source"] == ref:
-            return st["id"]
-    topology = topologies.load(ref, what="NAME|FILE")
-    if topology.backend == "local":
-        raise UsageError(f"topology {topology.name!r} is this host itself; there is nothing to take down")
-    return topology.id if state.read(topology.id) else None
 
 
 def handle_status(args) -> int:

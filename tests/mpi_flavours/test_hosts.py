@@ -39,12 +39,12 @@ def test_hello_on_two_hosts(flavour, hello_of, hosts):
                                       all_vars={"vnetbench_venv": sys.prefix})
     with HostsRealised(load_hosts(inventory=inventory)) as up:
         spec = up.launch(2, "none")
-        argv = launch.mpirun_argv(spec.mpirun_args, [hello], launcher)
+        argv = launch.mpirun_argv(spec, [hello], launcher)
         with jobs.Job(new_run_id()) as job:
             import io
 
             out = io.StringIO()
-            outcome = launch.execute(argv, launch.launcher_env(spec.env, spec.mpirun_args, launcher), 90,
+            outcome = launch.execute(argv, launch.launcher_env(spec, launcher), 90,
                                      passthrough=out, collect_records=False, job=job)
     assert outcome.returncode == 0 and not outcome.timed_out, outcome.tail(20)
     said = sorted(re.findall(r"rank (\d+) of (\d+) on (\S+)", out.getvalue()))

@@ -207,10 +207,10 @@ def test_a_topology_file_round_trips(tmp_path):
 @pytest.mark.parametrize("change, phrase", [
     ({"backend": "netns"}, "backend: expected 'hosts', got 'netns'"),
     ({"hosts": []}, "hosts: expected a non-empty list"),
-    ({"colour": "red"}, "unknown field 'colour'"),
-    ({"placement": "scatter"}, "placement: 'scatter' is not one of block, round-robin"),
-    ({"name": "Big Lab"}, "'Big Lab' is not a topology name"),
-    ({"name": "lab\n"}, "'lab\\n' is not a topology name"),
+    ({"colour": "red"}, "colour: unknown field; allowed: version, name, description, backend"),
+    ({"placement": "scatter"}, "placement: expected one of block, round-robin, got 'scatter'"),
+    ({"name": "Big Lab"}, "name: 'Big Lab' is not a valid name: use 1 to 32 lower-case"),
+    ({"name": "lab\n"}, "name: 'lab\\n' is not a valid name"),
     ({"hosts": [{"name": "a\n", "address": "10.0.0.1"}]}, "'a\\n' is not a host name"),
     ({"venv": "relative/venv"}, "venv: 'relative/venv' is not an absolute path"),
 ])
@@ -220,6 +220,25 @@ def test_a_bad_topology_file_names_the_field(change, phrase):
     with pytest.raises(SpecError, match=None) as caught:
         from_dict(data, source="t.yml")
     assert phrase in str(caught.value)
+
+
+def test_a_hosts_topology_file_is_validated_as_every_spec_is_naming_file_line_and_field(tmp_path):
+    path = write(tmp_path, "lab.yml", "name: lab\nbackend: hosts\nsubnet: 10.0.0.0/24\nhosts:\n"
+                                      "  - {name: a, address: 10.0.0.1, switch: s}\n"
+                                      "  - name: b\n    address: 10.0.9.2\n    slots: 0\n    ssh: {port: 0, usr: x}\n")
+    with pytest.raises(SpecError) as caught:
+        load_hosts(path)
+    assert str(caught.value).splitlines() == [
+        f"{path}:8: hosts[1].slots: 0 is out of range; allowed: 1 to 4096",
+        f"{path}:9: hosts[1].ssh.port: 0 is out of range; allowed: 1 to 65535",
+        f"{path}:9: hosts[1].ssh.usr: unknown field (did you mean 'user'?); allowed: user, port, identity, options"]
+    fixed = path.read_text().replace("slots: 0", "slots: 2").replace("{port: 0, usr: x}", "{port: 2222}")
+    path.write_text(fixed)
+    with pytest.raises(SpecError, match=rf"^{path}:7: hosts\[1\].address: host 'b': address 10.0.9.2 is outside "
+                                        rf"the network 10.0.0.0/24"):
+        load_hosts(path)
+    path.write_text(fixed.replace("10.0.9.2", "10.0.0.2"))
+    assert load_hosts(path).host("b").ssh.port == 2222
 
 
 def test_only_hosts_files_are_taken_for_the_hosts_backend(tmp_path):

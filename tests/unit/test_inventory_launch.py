@@ -126,3 +126,12 @@ def test_facts_run_here_describe_this_machine():
     facts = hostcheck._facts({})
     assert facts["logical_cpus"] >= 1 and "lo" in facts["nics"]
     assert facts["nics"]["lo"]["virtual"] is True
+
+
+def test_one_ssh_argv_for_mpirun_and_for_the_hosts_checking_each_other():
+    from vnetbench.topologies.hosts import Ssh
+
+    ssh = Ssh(user="hpc", port=2222, identity="/k/id", options=("-o", "UserKnownHostsFile=/k/known"))
+    assert ssh.argv() == ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-l", "hpc", "-p", "2222", "-i", "/k/id",
+                          "-o", "UserKnownHostsFile=/k/known"]
+    assert ssh.argv(connect_timeout=3) == [*ssh.argv()[:3], "ConnectTimeout=3", *ssh.argv()[4:]]

@@ -11,17 +11,21 @@ from vnetbench.topologies.spec import load_topology
 
 
 def test_ranks_that_fit_are_bound_to_cores():
-    args, mca, notes = binding(2, 2, None)
-    assert args == ["--bind-to", "core"]
+    mca, notes = binding(2, 2, None)
+    assert notes["bind"] == "core"
     assert mca == {}
     assert notes["oversubscribed"] is False
+    spec = LocalRealised(load_topology("native")).launch(1)
+    assert spec.mpirun_args[spec.mpirun_args.index("--bind-to") + 1] == "core"
 
 
 def test_oversubscription_unbinds_and_yields():
-    args, mca, notes = binding(4, 2, None)
-    assert args == ["--bind-to", "none", "--map-by", ":OVERSUBSCRIBE"]
+    mca, notes = binding(4, 2, None)
+    assert notes["bind"] == "none"
     assert mca == {"mpi_yield_when_idle": "1"}
     assert notes["oversubscribed"] is True and "yield" in notes["yield_when_idle"]
+    argv = LocalRealised(load_topology("native")).launch(8).mpirun_args
+    assert argv[argv.index("--map-by") + 1] == ":OVERSUBSCRIBE" and argv[argv.index("--bind-to") + 1] == "none"
 
 
 def test_core_binding_beyond_cores_is_refused():
@@ -33,7 +37,7 @@ def test_native_launch_argv_is_an_argv_list():
     realised = LocalRealised(load_topology("native"))
     spec = realised.launch(8)
     program = launch.kernel_program("halo", {"steps": 3}, {"run_id": "x"})
-    argv = launch.mpirun_argv(spec.mpirun_args, program)
+    argv = launch.mpirun_argv(spec, program)
     assert argv[0] == str(mpi.mpirun())
     assert argv[1:3] == ["-n", "8"]
     assert ["--mca", "mpi_yield_when_idle", "1"] == argv[argv.index("--mca"):argv.index("--mca") + 3]

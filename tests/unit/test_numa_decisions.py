@@ -8,7 +8,8 @@ directories written by the test (node*/cpulist), read by the same NodeMap.read()
 import pytest
 
 from vnetbench.errors import UsageError
-from vnetbench.kernels.numa import NodeMap, check_policy, parse_cpulist
+from vnetbench.kernels.numa import NodeMap, check_policy
+from vnetbench.topologies.host import parse_cpulist
 
 
 def fake_sysfs(tmp_path, layout: dict[int, str]):

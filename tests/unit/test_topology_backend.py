@@ -181,3 +181,24 @@ def test_topology_status_with_nothing_up(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(state, "RUN_DIR", tmp_path / "none")
     assert cli.main(["topology", "status"]) == 0
     assert "no vnetbench topology is up" in capsys.readouterr().out
+
+
+def test_taking_down_what_a_live_run_owns_is_refused(tmp_path, monkeypatch, capsys):
+    from vnetbench.topologies import plan
+
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
+    topology = load_topology("2vm-1vswitch", host=SMALL)
+    import ipaddress
+
+    lay = plan.layout(topology, SMALL, ipaddress.IPv4Network("10.9.9.0/24"))
+    state.write({"version": state.VERSION, "id": topology.id, "name": topology.name, "source": "preset",
+                 "spec_hash": topology.spec_hash(), "spec": topology.to_dict(), "layout": lay.to_dict(),
+                 "cgroups": {}, "created": 0.0, "complete": True, "owner": state.me()})
+    with pytest.raises(UsageError, match=rf"topology '2vm-1vswitch' belongs to a run in progress \(process "
+                                         rf"{os.getpid()}\), which takes it down when it ends"):
+        netns.take_down("2vm-1vswitch")
+    assert state.read(topology.id) is not None  # nothing was touched
+    assert cli.main(["topology", "down", "4vm-4vswitch"]) == 0
+    assert "4vm-4vswitch is not up; nothing to do" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="'native' is this host itself; there is nothing to take down"):
+        netns.take_down("native")

@@ -1,0 +1,30 @@
+"""Built-in parsers of output the field trusts, registered by name (adding one is adding a file).
+
+A parser module exposes ``parse(text) -> dict`` (the record's metrics; raises ``ParseError`` with
+the reason when the output holds none of what it reads, or holds it damaged), and the contract's
+``metrics(m)``, ``table(names)`` and ``headline(m)`` for what it wrote (kernels/contract.py).
+"""
+
+import importlib
+
+PARSERS = {
+    "osu": "osu",
+    "imb": "imb",
+    "lammps": "lammps",
+}
+
+
+class ParseError(ValueError):
+    """The output lacks what the parser reads, or holds it damaged: the run is invalid."""
+
+
+def get(name: str):
+    return importlib.import_module(f".{PARSERS[name]}", __name__)
+
+
+def number(text: str) -> float:
+    """``text`` as a float; ParseError naming it when it is not one (garbled output)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ParseError(f"{text!r} is not a number") from None

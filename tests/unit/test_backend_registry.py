@@ -1,0 +1,119 @@
+"""The explicit backend interface: one registry by name, an intent every launcher flavour renders, and
+topologies/ standing below the runtime (it imports only the leaf modules)."""
+
+import ast
+import ipaddress
+from pathlib import Path
+
+import pytest
+
+from vnetbench import flavours, launch, topologies
+from vnetbench.errors import UsageError
+from vnetbench.topologies import base, plan
+from vnetbench.topologies.host import HostFacts
+from vnetbench.topologies.intent import Intent, prrte_args
+from vnetbench.topologies.spec import BACKENDS, load_topology
+
+SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
+ROOT = Path(__file__).resolve().parents[2]
+LEAVES = {"errors", "procs", "rundir"}  # vnetbench modules below every layer
+
+
+@pytest.mark.parametrize("name", base.names())
+def test_every_registered_backend_is_a_realised_class_of_its_name(name):
+    cls = topologies.backend(name)
+    assert issubclass(cls, base.Realised) and cls.backend == name
+    assert name in BACKENDS  # the spec model accepts exactly the registry's names
+
+
+def test_the_spec_model_and_the_registry_list_the_same_backends():
+    assert tuple(BACKENDS) == base.names()
+
+
+def test_an_unknown_backend_is_refused_naming_those_available():
+    with pytest.raises(UsageError, match=r"backend: 'vmware' is not available in this vnetbench; "
+                                         r"available: local, netns, hosts"):
+        topologies.backend("vmware")
+
+
+def test_a_backend_without_launch_cannot_be_made():
+    class Half(base.Realised):
+        pass
+
+    with pytest.raises(TypeError, match="launch"):
+        Half(None)
+
+
+def test_the_interface_answers_without_probing():
+    native = topologies.realise(topologies.load("native"))
+    with native:
+        assert native.brought_up is False and native.health() is None
+        assert native.describe()["backend"] == "local"
+        spec = native.launch(1)
+    assert spec.intent.ranks == 1 and spec.mpirun_args[:2] == ["-n", "1"]
+
+
+def _netns_spec(name="2vm-2vswitch"):
+    topology = load_topology(name, host=SMALL)
+    lay = plan.layout(topology, SMALL, ipaddress.IPv4Network("10.9.9.0/24"))
+    return plan.launch_spec(lay, 2, None, agent="/v/bin/python -m vnetbench.topologies.agent")
+
+
+def test_an_emulated_topology_states_its_intent():
+    intent = _netns_spec().intent
+    assert (intent.ranks, intent.hosts, intent.bind) == (2, [("2vm-2vswitch-vm1", 1), ("2vm-2vswitch-vm2", 1)], "none")
+    assert (intent.subnet, intent.iface) == ("10.9.9.0/24", "eth0")
+    assert intent.agent.endswith("vnetbench.topologies.agent")
+
+
+def test_the_open_mpi_5_rendering_reads_back_as_the_same_intent():
+    spec = _netns_spec()
+    again = flavours.intent_from_prrte(prrte_args(spec.intent))
+    for key in ("ranks", "hosts", "map_by", "bind", "agent", "subnet", "iface", "mca", "prte"):
+        assert getattr(again, key) == getattr(spec.intent, key), key
+    assert spec.mca["prte:prte_if_include"] == "10.9.9.0/24" and spec.mca["btl_tcp_if_include"] == "10.9.9.0/24"
+
+
+def test_every_flavour_carries_out_the_backend_s_intent():
+    spec = _netns_spec()
+    orte = launch.mpirun_argv(spec, ["./hello"], flavours.OpenMPI4("/usr/bin/mpirun", "4.1.4"))
+    assert ["--mca", "oob_tcp_if_include", "10.9.9.0/24"] == orte[orte.index("oob_tcp_if_include") - 1:][:3]
+    assert orte[orte.index("plm_rsh_agent") + 1].endswith("vnetbench.topologies.agent")
+    prrte = launch.mpirun_argv(spec, ["./hello"], flavours.OpenMPI5("/v/bin/mpirun", "5.0.8"))
+    assert prrte == ["/v/bin/mpirun", *spec.mpirun_args, "./hello"]
+    env = launch.launcher_env(spec, flavours.Mpich("/usr/bin/mpiexec.hydra", "4.0.2"))
+    assert env["FI_TCP_IFACE"] == "eth0" and env["UCX_TLS"] == "self,tcp"
+
+
+def test_an_intent_without_hosts_is_this_host_alone():
+    assert prrte_args(Intent(ranks=4, bind="none", oversubscribe=True, mca={"mpi_yield_when_idle": "1"})) == [
+        "-n", "4", "--map-by", ":OVERSUBSCRIBE", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
+
+
+def _vnetbench_imports(path: Path) -> set[str]:
+    """The vnetbench modules ``path`` imports (absolute imports; relative ones stay in its package)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vnetbench"):
+            parts = node.module.split(".")
+            if len(parts) > 1:
+                found.add(parts[1])
+            else:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("vnetbench."))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "topologies").glob("*.py")), ids=lambda p: p.name)
+def test_topologies_import_no_runtime_module(path):
+    upward = _vnetbench_imports(path) - LEAVES - {"topologies"}
+    assert not upward, f"{path.name} imports vnetbench.{', vnetbench.'.join(sorted(upward))}"
+
+
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_the_leaf_modules_import_only_each_other(leaf):
+    source = (ROOT / "suite" / f"{leaf}.py").read_text()
+    relative = {node.module for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.ImportFrom) and node.level == 1}
+    assert relative <= LEAVES | {None}, relative

@@ -1,0 +1,84 @@
+"""A backend's launch intent (hosts and slots, agent, subnet, binding), and its one rendering in Open MPI 5 syntax.
+
+Backends say what they want started, whatever the MPI; a launcher flavour (vnetbench.flavours) turns the
+intent into its own argv. ``prrte_args`` is the Open MPI 5 (PRRTE) rendering: the default launcher's,
+and the arguments a record shows. This module imports nothing of vnetbench: every layer may use it.
+"""
+
+from dataclasses import dataclass, field
+
+# what a VM's one network interface is called inside its namespace (netns backend)
+VM_IFACE = "eth0"
+
+
+@dataclass
+class Intent:
+    """What a backend wants started, whatever the MPI: ``ranks`` ranks on ``hosts`` ((name, slots); None
+    for this host alone) or a ``hostfile`` (Open MPI syntax), filled ``slot`` by slot or round-robin by
+    ``node``, bound or not, through a launch ``agent`` (a command used instead of ssh, with ``ssh_args``),
+    with TCP and out-of-band traffic on ``subnet`` (and, inside emulated VMs, on ``iface``)."""
+
+    ranks: int
+    hosts: list[tuple[str, int]] | None = None
+    hostfile: str | None = None
+    map_by: str = "slot"
+    bind: str | None = None
+    oversubscribe: bool = False
+    agent: str | None = None
+    ssh_args: str | None = None
+    subnet: str | None = None
+    iface: str | None = None
+    prefix: str | None = None
+    mca: dict[str, str] = field(default_factory=dict)  # Open MPI's MPI-layer settings (--mca)
+    prte: dict[str, str] = field(default_factory=dict)  # PRRTE settings not stated above
+    source: list[str] = field(default_factory=list)  # the Open MPI 5 arguments it was read from, if any
+
+    @property
+    def yield_when_idle(self) -> bool:
+        return self.mca.get("mpi_yield_when_idle") == "1"
+
+    def prte_settings(self) -> dict[str, str]:
+        """Every PRRTE setting (--prtemca) the intent means, by PRRTE's names."""
+        settings = {}
+        if self.agent:
+            settings["plm_ssh_agent"] = self.agent
+        if self.ssh_args:
+            settings["plm_ssh_args"] = self.ssh_args
+        settings.update(self.prte)
+        if self.subnet:
+            settings["prte_if_include"] = self.subnet
+        return settings
+
+    def recorded_mca(self) -> dict[str, str]:
+        """The record's ``launch.mca``: the MPI settings, and PRRTE's as ``prte:NAME``."""
+        return {**self.mca, **{f"prte:{key}": value for key, value in self.prte_settings().items()}}
+
+
+def mca_args(mca: dict[str, str]) -> list[str]:
+    args = []
+    for key, value in mca.items():
+        args += ["--mca", key, value]
+    return args
+
+
+def prrte_args(intent: Intent) -> list[str]:
+    """The arguments between Open MPI 5's ``mpirun`` and the program that carry out ``intent``."""
+    if intent.source:
+        return list(intent.source)
+    args = ["-n", str(intent.ranks)]
+    if intent.hosts:
+        args += ["--host", ",".join(f"{host}:{slots}" for host, slots in intent.hosts)]
+    if intent.hostfile:
+        args += ["--hostfile", intent.hostfile]
+    over = ":OVERSUBSCRIBE" if intent.oversubscribe else ""
+    if intent.hosts or intent.hostfile:
+        args += ["--map-by", intent.map_by + over]
+    elif over:
+        args += ["--map-by", over]
+    if intent.bind:
+        args += ["--bind-to", intent.bind]
+    if intent.prefix:
+        args += ["--prefix", intent.prefix]
+    for key, value in intent.prte_settings().items():
+        args += ["--prtemca", key, value]
+    return args + mca_args(intent.mca)
