@@ -44,7 +44,10 @@ POOL = ipaddress.IPv4Network("10.215.0.0/16")
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "sacct", "scancel",
          "nsenter", "unshare", "ip", "tc")
 START_TIMEOUT = 30.0
-UPLINK_RATE = "1gbit"  # the slow leaf's uplink, as the netns presets' physical links
+UPLINK_RATE = "1gbit"
+# not /tmp: other test sessions on a shared machine sweep /tmp of what they did not make, and a
+# cluster whose config vanishes stops answering
+STATE_ROOT = "/var/tmp"  # the slow leaf's uplink, as the netns presets' physical links
 
 
 def missing_requirements() -> str | None:
@@ -183,7 +186,7 @@ class SlurmCluster:
         atexit.register(self.close)
         self._catch_sigterm()
         self.tag = self._free_tag()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{self.tag}-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{self.tag}-", dir=STATE_ROOT))
         for sub in ("etc", "state", "spool", "log", "run", "munge"):
             (self.dir / sub).mkdir()
         self.dir.chmod(0o755)  # munged refuses group/world-writable parents of its socket

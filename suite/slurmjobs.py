@@ -1,0 +1,177 @@
+"""Runs on the slurm backend from outside an allocation: one batch job per run, waited for, its records collected.
+
+The job runs ``python -m vnetbench.slurmjobs REQUEST.json`` on its first node: that is an ordinary
+``run_kernel`` on the allocation (the slurm backend attaches to it) writing to the job's own store.
+Here the job's final state becomes the statuses of the records: TIMEOUT -> timeout, NODE_FAIL, FAILED,
+OUT_OF_MEMORY (and BOOT_FAIL, DEADLINE, PREEMPTED) -> failed with Slurm's reason, CANCELLED -> not run
+(no record). Finished repetitions are kept whatever the job's end; Ctrl-C cancels this job and only it.
+"""
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from vnetbench.errors import UsageError
+from vnetbench.records import failure_record, new_run_id, now
+from vnetbench.topologies import slurm
+
+TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "CANCELLED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+            "PREEMPTED"}
+FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+POLL_S = 0.5
+
+
+def status_of(state: str) -> str | None:
+    """The record status a job that ended in ``state`` gives its missing repetitions (None: not run)."""
+    if state == "TIMEOUT":
+        return "timeout"
+    if state in FAILED:
+        return "failed"
+    if state == "CANCELLED":
+        return None
+    return "failed"  # COMPLETED without a record: the job ran and produced nothing
+
+
+def job_info(job_id: str) -> dict:
+    """``scontrol show job`` as a dict (JobState, Reason, NodeList, ExitCode, ...); {} once Slurm forgot it."""
+    out = slurm.slurm_cmd("scontrol", "show", "job", "-o", job_id, check=False)
+    info = {}
+    for item in out.split():
+        key, sep, value = item.partition("=")
+        if sep:
+            info.setdefault(key, value)
+    return info
+
+
+def script(request_path: Path, out_dir: Path) -> str:
+    """The batch script: this Python runs the request on the allocation."""
+    return "\n".join([
+        "#!/bin/sh",
+        f"# vnetbench: {request_path}",
+        f"exec {shlex.quote(sys.executable)} -m vnetbench.slurmjobs {shlex.quote(str(request_path))}",
+        "",
+    ])
+
+
+def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | None = None) -> str:
+    """sbatch the request on ``topology``; the job id. UsageError when the partition cannot provide the layout."""
+    cluster = slurm.discover(topology.partition)
+    nodes = topology.node_count(ranks)
+    placing, why = cluster.layout(nodes, topology.switches)
+    if why:
+        raise UsageError(f"topology {topology.name}: {why}")
+    if ranks < nodes:
+        raise UsageError(f"--ranks: {ranks} rank(s) for {nodes} Slurm nodes would leave a node idle; "
+                         f"use at least {nodes}")
+    work.mkdir(parents=True, exist_ok=True)
+    request_path = work / "request.json"
+    request_path.write_text(json.dumps(request, sort_keys=True))
+    (work / "job.sh").write_text(script(request_path, work))
+    argv = ["sbatch", "--parsable", f"--job-name=vnetbench-{request['kernel']}", f"--ntasks={ranks}",
+            f"--output={work / 'job.out'}", f"--chdir={work}", *topology.sbatch_options(), *placing,
+            *(extra or []), str(work / "job.sh")]
+    return slurm.slurm_cmd(*argv).strip().split(";")[0]
+
+
+def wait(job_id: str, timeout: float | None = None, on_state=None) -> dict:
+    """Poll until the job ends; its last ``scontrol`` facts. Ctrl-C cancels it (and only it)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last = ""
+    try:
+        while True:
+            info = job_info(job_id)
+            state = info.get("JobState", "UNKNOWN")
+            if state != last and on_state:
+                on_state(job_id, state)
+            last = state
+            if state in TERMINAL:
+                return info
+            if deadline and time.monotonic() > deadline:
+                slurm.slurm_cmd("scancel", job_id, check=False)
+                return {**info, "JobState": "TIMEOUT", "Reason": f"not finished after {timeout:g} s; cancelled"}
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        slurm.slurm_cmd("scancel", job_id, check=False)
+        raise
+
+
+def collect(job_id: str, info: dict, work: Path, request: dict, topology) -> tuple[list[dict], str]:
+    """The job's records (each with ``slurm`` facts), missing repetitions filled by the job state's status;
+    and the state. No records for a cancelled job."""
+    state = info.get("JobState", "UNKNOWN")
+    store = work / "records.jsonl"
+    records = [json.loads(line) for line in store.read_text().splitlines() if line.strip()] if store.exists() else []
+    facts = {"job_id": job_id, "state": state, "reason": info.get("Reason"), "exit_code": info.get("ExitCode"),
+             "nodes": slurm.hostnames(info["NodeList"]) if info.get("NodeList", "(null)") != "(null)" else [],
+             "partition": info.get("Partition", topology.partition)}
+    status = status_of(state)
+    why = f"Slurm job {job_id} ended {state}" + (f" ({info['Reason']})" if info.get("Reason", "None") != "None"
+                                                  else "")
+    for record in records:
+        record.setdefault("slurm", {}).update(facts)
+        # a result written before the job ended stands; a repetition that failed carries Slurm's reason
+        if status and state != "COMPLETED" and record["status"] != "ok":
+            record["status"] = status
+            record["validation"] = {**record.get("validation", {}),
+                                    "detail": f"{why}; {record.get('validation', {}).get('detail', '')}"}
+    if status is None:
+        return [r for r in records if r["status"] == "ok"], state
+    done = {r.get("repetition") for r in records}
+    for repetition in range(request["repeat"]):
+        if repetition not in done:
+            records.append(failure_record(kernel=request["kernel"], params=request["params"], ranks=request["ranks"],
+                                          status=status, detail=f"{why}; no result for this repetition; job "
+                                          f"output: {_tail(work / 'job.out')}",
+                                          topology={"name": topology.name, "backend": "slurm",
+                                                    "spec": topology.to_dict()},
+                                          run_id=new_run_id(), repetition=repetition, started_at=now(),
+                                          slurm=facts))
+    return records, state
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"
+    except OSError:
+        return "(none)"
+
+
+def run(topology, kernel: str, params: dict, ranks: int, *, repeat: int, timeout: float, bind, rank_options: dict,
+        mpi, store, on_record, work_root: Path | None = None) -> list[dict]:
+    """One batch job for ``repeat`` repetitions; wait; append and return its records."""
+    from vnetbench import rundir
+
+    work = Path(work_root) if work_root else Path(rundir.make_dir("slurm"))
+    request = {"kernel": kernel, "params": params, "ranks": ranks, "repeat": repeat, "timeout": timeout,
+               "bind": bind, "rank_options": rank_options, "mpi": mpi, "topology": topology.ref,
+               "store": str(work / "records.jsonl")}
+    job_id = submit(topology, request, ranks, work)
+    print(f"vnetbench: submitted Slurm job {job_id} ({kernel} x{ranks} on {topology.name})", file=sys.stderr)
+    info = wait(job_id, on_state=lambda j, s: print(f"vnetbench: Slurm job {j}: {s}", file=sys.stderr))
+    records, state = collect(job_id, info, work, request, topology)
+    if not records:
+        print(f"vnetbench: Slurm job {job_id} was {state}: not run", file=sys.stderr)
+    for record in records:
+        if store is not None:
+            store.append(record)
+        if on_record:
+            on_record(record)
+    return records
+
+
+def main(argv: list[str]) -> int:
+    """In the batch job: run the request on this allocation."""
+    from vnetbench import runner, topologies
+
+    request = json.loads(Path(argv[0]).read_text())
+    topology = topologies.load(request["topology"])
+    runner.run_kernel(request["kernel"], request["params"], request["ranks"], topology=topology,
+                      repeat=request["repeat"], store=request["store"], timeout=request["timeout"],
+                      bind=request["bind"], rank_options=request["rank_options"], mpi=request["mpi"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
