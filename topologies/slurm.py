@@ -322,3 +322,32 @@ class SlurmRealised(Realised):
                               "partition": self.alloc["partition"] or self.topology.partition,
                               "switches": sorted({s for s in map(self.cluster.switch_of, nodes) if s})}
         return described
+
+
+def preview(topology: SlurmTopology) -> dict:
+    """What ``topology show`` says: the partition's nodes and leaf switches, and whether the layout fits."""
+    cluster = discover(topology.partition)
+    nodes = topology.nodes or len(cluster.usable())
+    placing, why = cluster.layout(nodes, topology.switches)
+    return {"partition": topology.partition, "version": cluster.version,
+            "nodes": [{"name": n, **facts, "switch": cluster.switch_of(n)} for n, facts in cluster.nodes.items()],
+            "switches": cluster.leaves, "layout": {"nodes": nodes, "switches": topology.switches,
+                                                   "sbatch": placing, "refused": why}}
+
+
+def preview_lines(shown: dict) -> list[str]:
+    """``preview`` as the lines of ``topology show``."""
+    layout = shown["layout"]
+    lines = [f"backend slurm ({shown['version']}), partition {shown['partition']}: {len(shown['nodes'])} node(s), "
+             f"{len(shown['switches'])} leaf switch(es)"]
+    width = max([len(n["name"]) for n in shown["nodes"]] + [4])
+    lines.append(f"{'NODE':<{width}}  {'SWITCH':<14}  {'STATE':<10}  CPUS  ADDRESS")
+    for node in shown["nodes"]:
+        lines.append(f"{node['name']:<{width}}  {node['switch'] or '-':<14}  {node['state']:<10}  "
+                     f"{node['cpus']:<4}  {node['address']}")
+    for leaf, members in shown["switches"].items():
+        lines.append(f"switch {leaf}: {', '.join(members)}")
+    asked = f"{layout['nodes']} node(s)" + (f" on {layout['switches']} switch(es)" if layout["switches"] else "")
+    lines.append(f"layout {asked}: " + (f"refused: {layout['refused']}" if layout["refused"]
+                                        else "sbatch " + " ".join(layout["sbatch"])))
+    return lines
