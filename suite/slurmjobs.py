@@ -167,10 +167,11 @@ def main(argv: list[str]) -> int:
 
     request = json.loads(Path(argv[0]).read_text())
     topology = topologies.load(request["topology"])
-    runner.run_kernel(request["kernel"], request["params"], request["ranks"], topology=topology,
+    records = runner.run_kernel(request["kernel"], request["params"], request["ranks"], topology=topology,
                       repeat=request["repeat"], store=request["store"], timeout=request["timeout"],
                       bind=request["bind"], rank_options=request["rank_options"], mpi=request["mpi"])
-    return 0
+    # a failed run fails the job: Slurm's state (FAILED) then says what the records say
+    return 0 if all(record["status"] == "ok" for record in records) else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 SMOKE = ["--max-size", "4096", "--iterations", "100", "--large-iterations", "10", "--bw-iterations", "5",
          "--window", "4", "--validate"]
 # a pingpong that runs far longer than any test waits (killed by Slurm, a node failure or Ctrl-C)
-ENDLESS = ["--max-size", "1", "--iterations", "100000000", "--warmup", "1", "--timeout", "600"]
+ENDLESS = ["--max-size", "1", "--iterations", "10000000", "--warmup", "1", "--timeout", "600"]
 
 
 def switches_of(cluster, nodes):
