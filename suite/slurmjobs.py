@@ -9,7 +9,9 @@ OUT_OF_MEMORY (and BOOT_FAIL, DEADLINE, PREEMPTED) -> failed with Slurm's reason
 
 import json
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -131,6 +133,27 @@ def collect(job_id: str, info: dict, work: Path, request: dict, topology) -> tup
     return records, state
 
 
+def work_dir(store) -> Path:
+    """A new directory for one job's request, script, output and records, beside the store: the job's
+    nodes must see it, and a cluster's shared filesystem holds the user's files, not this node's /run."""
+    if store is None:
+        from vnetbench import rundir
+
+        return Path(rundir.make_dir("slurm"))
+    root = Path(f"{store.path}.slurm")
+    root.mkdir(mode=0o700, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="job-", dir=root))
+
+
+def _remove_root(store) -> None:
+    if store is None:
+        return
+    try:
+        Path(f"{store.path}.slurm").rmdir()  # only when no other job's directory is left
+    except OSError:
+        pass
+
+
 def _tail(path: Path, lines: int = 5) -> str:
     try:
         return " | ".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"
@@ -139,18 +162,25 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 
 def run(topology, kernel: str, params: dict, ranks: int, *, repeat: int, timeout: float, bind, rank_options: dict,
-        mpi, store, on_record, work_root: Path | None = None) -> list[dict]:
+        mpi, store, on_record) -> list[dict]:
     """One batch job for ``repeat`` repetitions; wait; append and return its records."""
-    from vnetbench import rundir
-
-    work = Path(work_root) if work_root else Path(rundir.make_dir("slurm"))
+    work = work_dir(store)
     request = {"kernel": kernel, "params": params, "ranks": ranks, "repeat": repeat, "timeout": timeout,
                "bind": bind, "rank_options": rank_options, "mpi": mpi, "topology": topology.ref,
                "store": str(work / "records.jsonl")}
-    job_id = submit(topology, request, ranks, work)
+    try:
+        job_id = submit(topology, request, ranks, work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        _remove_root(store)
+        raise
     print(f"vnetbench: submitted Slurm job {job_id} ({kernel} x{ranks} on {topology.name})", file=sys.stderr)
-    info = wait(job_id, on_state=lambda j, s: print(f"vnetbench: Slurm job {j}: {s}", file=sys.stderr))
-    records, state = collect(job_id, info, work, request, topology)
+    try:
+        info = wait(job_id, on_state=lambda j, s: print(f"vnetbench: Slurm job {j}: {s}", file=sys.stderr))
+        records, state = collect(job_id, info, work, request, topology)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        _remove_root(store)
     if not records:
         print(f"vnetbench: Slurm job {job_id} was {state}: not run", file=sys.stderr)
     for record in records:
@@ -176,3 +206,89 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
+
+
+# ---- sweeps: every run a job, all submitted at once, found again by id on --resume ----------------
+
+def ledger_path(store) -> Path:
+    """Where a sweep notes the jobs it submitted (beside the store, so --resume finds them)."""
+    return Path(f"{store.path}.slurm-jobs.json")
+
+
+def _read_ledger(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_ledger(path: Path, ledger: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(ledger, indent=1, sort_keys=True))
+    tmp.replace(path)  # a sweep killed mid-write leaves the previous ledger whole
+
+
+def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -> list[dict]:
+    """Submit every job (or find it again in the ledger), wait for all, store each record as its job ends.
+
+    Returns the records; a job cancelled by someone else gives none (not run). Ctrl-C cancels the jobs this
+    sweep submitted or adopted that have not ended, and only those.
+    """
+    from vnetbench.store import append_or_show
+
+    path = ledger_path(store)
+    ledger = _read_ledger(path)
+    pending = {}  # job id -> (sweep job, work dir, request, topology)
+    for job in jobs:
+        topology = plan.topologies[job.topology]
+        key = json.dumps([list(map(str, plan.key(job))), job.repetition])
+        entry = ledger.get(key)
+        if entry and job_info(entry["job_id"]).get("JobState") not in (None, "CANCELLED"):
+            if say:
+                say(f"{job.describe(plan.kernel, plan.repeat)}: Slurm job {entry['job_id']} found again")
+            pending[entry["job_id"]] = (job, Path(entry["work"]), entry["request"], topology)
+            continue
+        work = work_dir(store)
+        request = {"kernel": plan.kernel, "params": plan.params, "ranks": job.ranks, "repeat": 1,
+                   "timeout": plan.timeout, "bind": plan.bind, "rank_options": plan.run_options, "mpi": None,
+                   "topology": topology.ref, "store": str(work / "records.jsonl")}
+        job_id = submit(topology, request, job.ranks, work)
+        ledger[key] = {"job_id": job_id, "work": str(work), "request": request}
+        _write_ledger(path, ledger)
+        pending[job_id] = (job, work, request, topology)
+        if on_start:
+            on_start(job)
+    records, states = [], {}
+    try:
+        while pending:
+            for job_id in list(pending):
+                info = job_info(job_id)
+                state = info.get("JobState", "UNKNOWN")
+                if states.get(job_id) != state and say:
+                    say(f"Slurm job {job_id}: {state}")
+                states[job_id] = state
+                if state not in TERMINAL:
+                    continue
+                job, work, request, topology = pending.pop(job_id)
+                got, _ = collect(job_id, info, work, request, topology)
+                for record in got:
+                    record["repetition"] = job.repetition
+                    append_or_show(store, record)
+                    records.append(record)
+                    if on_finish:
+                        on_finish(job, record)
+                ledger = {k: v for k, v in ledger.items() if v["job_id"] != job_id}
+                _write_ledger(path, ledger)
+                shutil.rmtree(work, ignore_errors=True)
+            counts = {s: list(states.values()).count(s) for s in ("PENDING", "RUNNING")}
+            if pending:
+                time.sleep(POLL_S if counts else 0)
+    except KeyboardInterrupt:
+        if pending:
+            slurm.slurm_cmd("scancel", *pending, check=False)
+        raise
+    if not ledger:
+        path.unlink(missing_ok=True)
+        _remove_root(store)
+    return records
+

@@ -282,15 +282,12 @@ def allocation() -> dict:
 class SlurmRealised(Realised):
     """Inside an allocation: its nodes, ranks started by mpirun through its Slurm support."""
 
-    @classmethod
-    def preflight(cls, topology) -> None:
-        if not in_allocation():
-            raise UsageError(f"topology {topology.name}: outside a Slurm allocation runs are submitted as batch "
-                             f"jobs ('vnetbench run' does); this command needs an allocation (salloc)")
-
     def __init__(self, topology):
         super().__init__(topology)
-        self.preflight(topology)
+        if not in_allocation():
+            # run and sweep submit batch jobs instead (vnetbench.slurmjobs); exec needs the allocation
+            raise UsageError(f"topology {topology.name}: not inside a Slurm allocation; 'run' and 'sweep' "
+                             f"submit batch jobs, other commands need one (salloc -p {topology.partition} ...)")
         self.alloc = allocation()
         self.cluster = discover(topology.partition)
 
