@@ -148,3 +148,58 @@ def test_ctrl_c_cancels_its_own_job_only(cluster, tmp_path):
             proc.kill()
             proc.wait()
         cluster.slurm("scancel", other, check=False)
+
+
+def layouts(cluster) -> str:
+    return f"slurm:{cluster.partition}/2nodes-1switch,slurm:{cluster.partition}/2nodes-2switches"
+
+
+def test_sweep_across_one_and_two_switches_then_report(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    done = vnetbench("sweep", "--kernel", "pingpong", "--topologies", layouts(cluster), "--ranks", "2",
+                     "--repeat", "2", "--store", store, *SMOKE, env=cluster.env(), timeout=150, check=0)
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    by_topology = {}
+    for record in records:
+        by_topology.setdefault(record["topology"]["name"], []).append(record)
+    for name, want in (("slurm-vnb-2nodes-1switch", 1), ("slurm-vnb-2nodes-2switches", 2)):
+        got = by_topology[name]
+        assert sorted(r["repetition"] for r in got) == [0, 1]
+        assert len({r["slurm"]["job_id"] for r in got}) == 2  # one job per run
+        for record in got:
+            assert len(switches_of(cluster, record["topology"]["slurm"]["nodes"])) == want
+    assert "Slurm job" in done.stderr
+    assert not list(tmp_path.glob("results.jsonl.slurm*")), "the sweep left its ledger or job directories"
+    report = vnetbench("report", "--store", store, check=0)
+    assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
+
+
+def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    # every node busy: the sweep's jobs stay pending until this job ends
+    blocker = cluster.slurm("sbatch", "--parsable", f"--nodes={len(cluster.nodes)}",
+                            f"--partition={cluster.partition}", f"--output={tmp_path / 'blocker.out'}",
+                            "--wrap", "sleep 300").stdout.strip()
+    argv = [sys.executable, "-m", "vnetbench", "sweep", "--kernel", "pingpong", "--topologies", layouts(cluster),
+            "--ranks", "2", "--repeat", "1", "--store", str(store), *SMOKE]
+    proc = subprocess.Popen(argv, env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ledger = tmp_path / "results.jsonl.slurm-jobs.json"
+        wait_for(lambda: ledger.exists() and len(json.loads(ledger.read_text())) == 2, 60, "two jobs submitted")
+        submitted = sorted(entry["job_id"] for entry in json.loads(ledger.read_text()).values())
+        assert all(jobs(cluster).get(j) == "PENDING" for j in submitted)
+        proc.kill()  # no chance to cancel anything: the jobs stay queued
+        proc.wait(timeout=10)
+        cluster.slurm("scancel", blocker)
+        done = vnetbench("sweep", "--kernel", "pingpong", "--topologies", layouts(cluster), "--ranks", "2",
+                         "--repeat", "1", "--store", store, "--resume", *SMOKE, env=cluster.env(), timeout=150, check=0)
+        assert done.stderr.count("found again") == 2
+        records = [json.loads(line) for line in store.read_text().splitlines()]
+        assert sorted(r["slurm"]["job_id"] for r in records) == submitted, (done.stderr[-3000:], [(r["slurm"], r["topology"]["name"], r["repetition"]) for r in records])
+        assert all(r["status"] == "ok" for r in records)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.slurm("scancel", blocker, check=False)
