@@ -19,10 +19,12 @@ from vnetbench.errors import UsageError
 from vnetbench.records import failure_record, new_run_id, now
 from vnetbench.topologies import slurm
 
-TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "CANCELLED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+TERMINAL = {"LOST", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "CANCELLED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
             "PREEMPTED"}
 FAILED = {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 POLL_S = 0.5
+# how long a job may go unseen (slurmctld not answering, or the job forgotten) before it counts as lost
+LOST_S = 120.0
 
 
 def status_of(state: str) -> str | None:
@@ -38,13 +40,33 @@ def status_of(state: str) -> str | None:
 
 def job_info(job_id: str) -> dict:
     """``scontrol show job`` as a dict (JobState, Reason, NodeList, ExitCode, ...); {} once Slurm forgot it."""
-    out = slurm.slurm_cmd("scontrol", "show", "job", "-o", job_id, check=False)
+    try:
+        out = slurm.slurm_cmd("scontrol", "show", "job", "-o", job_id, check=False)
+    except UsageError:  # slurmctld busy (killing a job can stall it for seconds): ask again later
+        return {}
     info = {}
     for item in out.split():
         key, sep, value = item.partition("=")
         if sep:
             info.setdefault(key, value)
     return info
+
+
+class Watch:
+    """Job states as polled; a job unseen for LOST_S ends as LOST (a failure saying so)."""
+
+    def __init__(self):
+        self.unseen_since: dict[str, float] = {}
+
+    def state(self, job_id: str) -> dict:
+        info = job_info(job_id)
+        if info.get("JobState"):
+            self.unseen_since.pop(job_id, None)
+            return info
+        since = self.unseen_since.setdefault(job_id, time.monotonic())
+        if time.monotonic() - since > LOST_S:
+            return {"JobState": "LOST", "Reason": f"Slurm did not report job {job_id} for {LOST_S:g} s"}
+        return {"JobState": "UNKNOWN"}
 
 
 def script(request_path: Path, out_dir: Path) -> str:
@@ -80,10 +102,10 @@ def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | N
 def wait(job_id: str, timeout: float | None = None, on_state=None) -> dict:
     """Poll until the job ends; its last ``scontrol`` facts. Ctrl-C cancels it (and only it)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    last = ""
+    last, watch = "", Watch()
     try:
         while True:
-            info = job_info(job_id)
+            info = watch.state(job_id)
             state = info.get("JobState", "UNKNOWN")
             if state != last and on_state:
                 on_state(job_id, state)
@@ -258,11 +280,11 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
         pending[job_id] = (job, work, request, topology)
         if on_start:
             on_start(job)
-    records, states = [], {}
+    records, states, watch = [], {}, Watch()
     try:
         while pending:
             for job_id in list(pending):
-                info = job_info(job_id)
+                info = watch.state(job_id)
                 state = info.get("JobState", "UNKNOWN")
                 if states.get(job_id) != state and say:
                     say(f"Slurm job {job_id}: {state}")
@@ -280,9 +302,8 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
                 ledger = {k: v for k, v in ledger.items() if v["job_id"] != job_id}
                 _write_ledger(path, ledger)
                 shutil.rmtree(work, ignore_errors=True)
-            counts = {s: list(states.values()).count(s) for s in ("PENDING", "RUNNING")}
             if pending:
-                time.sleep(POLL_S if counts else 0)
+                time.sleep(POLL_S)
     except KeyboardInterrupt:
         if pending:
             slurm.slurm_cmd("scancel", *pending, check=False)

@@ -45,9 +45,9 @@ TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo",
          "nsenter", "unshare", "ip", "tc")
 START_TIMEOUT = 30.0
 UPLINK_RATE = "1gbit"
-# not /tmp: other test sessions on a shared machine sweep /tmp of what they did not make, and a
-# cluster whose config vanishes stops answering
-STATE_ROOT = "/var/tmp"  # the slow leaf's uplink, as the netns presets' physical links
+# not /tmp or /var/tmp: other sessions on a shared machine sweep those of what they did not make, and
+# a cluster whose config and spool vanish stops answering (slurmd exits); removed again when empty
+STATE_ROOT = Path(os.environ.get("VNB_SLURM_STATE_ROOT", "/var/lib/vnetbench-test"))  # the slow leaf's uplink, as the netns presets' physical links
 
 
 def missing_requirements() -> str | None:
@@ -186,6 +186,7 @@ class SlurmCluster:
         atexit.register(self.close)
         self._catch_sigterm()
         self.tag = self._free_tag()
+        STATE_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{self.tag}-", dir=STATE_ROOT))
         for sub in ("etc", "state", "spool", "log", "run", "munge"):
             (self.dir / sub).mkdir()
@@ -380,6 +381,10 @@ class SlurmCluster:
                 problems.append(f"{step.__name__}: {exc}")
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                STATE_ROOT.rmdir()  # only when no other cluster's directory is there
+            except OSError:
+                pass
         if problems:
             raise RuntimeError("Slurm cluster tear-down: " + "; ".join(problems))
 

@@ -91,7 +91,7 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
     done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", spec, "--store", tmp_path / "r.jsonl",
                      "--json", *ENDLESS, env=cluster.env(), timeout=150, check=1)
     (record,) = json_lines(done.stdout)
-    assert record["status"] == "timeout"
+    assert record["status"] == "timeout", (record["slurm"], record["validation"])
     assert record["slurm"]["state"] == "TIMEOUT"
     assert "TIMEOUT" in record["validation"]["detail"]
     assert jobs(cluster) == {}
