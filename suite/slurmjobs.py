@@ -124,7 +124,7 @@ def wait(job_id: str, timeout: float | None = None, on_state=None) -> dict:
 def collect(job_id: str, info: dict, work: Path, request: dict, topology) -> tuple[list[dict], str]:
     """The job's records (each with ``slurm`` facts), missing repetitions filled by the job state's status;
     and the state. No records for a cancelled job."""
-    state = info.get("JobState", "UNKNOWN")
+    state = effective_state(info.get("JobState", "UNKNOWN"), work / "job.out")
     store = work / "records.jsonl"
     records = [json.loads(line) for line in store.read_text().splitlines() if line.strip()] if store.exists() else []
     facts = {"job_id": job_id, "state": state, "reason": info.get("Reason"), "exit_code": info.get("ExitCode"),
@@ -153,6 +153,24 @@ def collect(job_id: str, info: dict, work: Path, request: dict, topology) -> tup
                                           run_id=new_run_id(), repetition=repetition, started_at=now(),
                                           slurm=facts))
     return records, state
+
+
+# what slurmstepd writes into the job's output when it ends a job itself: the job's script may exit
+# (non-zero, having recorded its killed ranks) before slurmctld marks the job TIMEOUT or NODE_FAIL
+_ENDED_BY = {"DUE TO TIME LIMIT": "TIMEOUT", "DUE TO NODE FAILURE": "NODE_FAIL", "DUE TO PREEMPTION": "PREEMPTED"}
+
+
+def effective_state(state: str, output: Path) -> str:
+    """The job's state, or what Slurm said in its output it ended the job for."""
+    if state in ("FAILED", "CANCELLED", "COMPLETED"):
+        try:
+            text = output.read_text(errors="replace")[-65536:]
+        except OSError:
+            return state
+        for words, ended in _ENDED_BY.items():
+            if words in text:
+                return ended
+    return state
 
 
 def work_dir(store) -> Path:
