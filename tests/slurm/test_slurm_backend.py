@@ -203,3 +203,14 @@ def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_pat
             proc.kill()
             proc.wait()
         cluster.slurm("scancel", blocker, check=False)
+
+
+def test_hosts_check_through_slurm(cluster):
+    done = vnetbench("hosts", "check", "--slurm", cluster.partition, "--json", env=cluster.env(), timeout=90,
+                     check=0)
+    reports = json.loads(done.stdout)
+    assert sorted(r["name"] for r in reports) == sorted(n.name for n in cluster.nodes)
+    assert all(r["ok"] and r["probe"]["hostname"] == r["name"] for r in reports), reports
+    assert "verdict: ok" in done.stderr
+    bad = vnetbench("hosts", "check", "--slurm", "nosuchpart", env=cluster.env(), check=2)
+    assert "no such partition" in bad.stderr
