@@ -191,7 +191,14 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
     left alone, and the runs left on it fail, saying why.
     """
     records = []
-    for name, jobs in groupby(plan.jobs, key=lambda job: job.topology):
+    submitted = [job for job in plan.jobs if plan.topologies[job.topology].backend == "slurm"]
+    if submitted and not _in_allocation():
+        from . import slurmjobs  # batch jobs, all submitted at once, waited for together
+
+        records += slurmjobs.sweep(plan, submitted, store, on_start=on_start, on_finish=on_finish, say=say)
+    else:
+        submitted = []
+    for name, jobs in groupby([job for job in plan.jobs if job not in submitted], key=lambda job: job.topology):
         jobs = list(jobs)
         realised, specs = None, {}
         try:
@@ -223,6 +230,12 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
             if realised is not None:
                 realised.close()
     return records
+
+
+def _in_allocation() -> bool:
+    from .topologies.slurm import in_allocation
+
+    return in_allocation()
 
 
 def _run(plan: Plan, up, specs: dict, job: Job) -> dict:

@@ -22,6 +22,10 @@ def load(ref: str, what: str = "--topology"):
         from .presets import PRESETS
 
         return NativeTopology(PRESETS["native"])
+    from . import slurm
+
+    if slurm.is_slurm(ref):  # slurm:PARTITION or a YAML file with backend: slurm
+        return slurm.load(ref, what=what)
     from .spec import load_topology
 
     return load_topology(ref, what=what)

@@ -31,6 +31,7 @@ MODULES = {
     "local": "local",
     "netns": "netns",
     "hosts": "hosts",
+    "slurm": "slurm",
 }
 _CLASSES: dict[str, type["Realised"]] = {}
 # the most ranks any backend starts, and what --ranks allows

@@ -20,7 +20,7 @@ def register(sub):
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     check = actions.add_parser("check", help="check the hosts can run vnetbench together (exit 1 if not)",
                                description="Check every host in parallel; print a table and a verdict.")
-    _common(check)
+    _common(check, slurm=True)
     check.add_argument("--clock-tolerance", type=float_range(0.0), default=2.0, metavar="S",
                        help="largest clock offset from this machine allowed (default 2 s)")
     check.add_argument("--json", action="store_true", help="print the reports as JSON on stdout")
@@ -42,8 +42,10 @@ def register(sub):
     fetch.set_defaults(func=handle_fetch)
 
 
-def _common(parser):
+def _common(parser, slurm: bool = False):
     source = parser.add_mutually_exclusive_group(required=True)
+    if slurm:
+        source.add_argument("--slurm", metavar="PARTITION", help="the nodes of a Slurm partition, through srun")
     source.add_argument("--inventory", metavar="FILE", help="Ansible inventory, YAML or INI")
     source.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile")
     parser.add_argument("--group", metavar="NAME", help="inventory group of the hosts (default: every host)")
@@ -80,9 +82,16 @@ def _size(value) -> str:
 def handle_check(args) -> int:
     from vnetbench import hosts
 
-    topology = load(args)
-    reports = hosts.check(topology, venv=args.venv, timeout=args.timeout, clock_tolerance=args.clock_tolerance,
-                          mpi=args.mpi)
+    if args.slurm:
+        from vnetbench import slurmcheck
+
+        topology = None
+        reports = slurmcheck.check(args.slurm, venv=args.venv, timeout=args.timeout,
+                                   clock_tolerance=args.clock_tolerance, mpi=args.mpi)
+    else:
+        topology = load(args)
+        reports = hosts.check(topology, venv=args.venv, timeout=args.timeout,
+                              clock_tolerance=args.clock_tolerance, mpi=args.mpi)
     if args.json:
         print(json.dumps([{"name": r.name, "address": r.address, "ok": r.ok, "problems": r.problems,
                            "clock_offset_s": r.clock_offset, "clock_window_s": r.clock_window, "probe": r.probe} for r in reports], indent=2))
@@ -103,7 +112,7 @@ def handle_check(args) -> int:
     for r in failed:
         for problem in r.problems or ["not reached"]:
             print(f"{r.name}: {problem}", file=out)
-    venv = args.venv or topology.venv or sys.prefix
+    venv = args.venv or (topology.venv if topology else None) or sys.prefix
     if failed:
         print(f"verdict: FAIL: {len(failed)} of {len(reports)} hosts failed: {', '.join(r.name for r in failed)}",
               file=out)

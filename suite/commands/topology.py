@@ -71,6 +71,10 @@ def handle_show(args) -> int:
         shown["plan"] = netns.preview(topology)
         if topology.scaled:
             shown["scaled"] = topology.scaled
+    if topology.backend == "slurm":
+        from vnetbench.topologies import slurm
+
+        shown["slurm"] = slurm.preview(topology)
     if args.spec:
         import yaml
 
@@ -96,6 +100,10 @@ def _describe(topology, shown) -> str:
         rows = [[h.name, h.address, h.switch, h.slots] for h in topology.hosts]
         lines += ["", _table(["HOST", "ADDRESS", "SWITCH", "SLOTS"], rows)]
         return "\n".join(lines)
+    if topology.backend == "slurm":
+        from vnetbench.topologies import slurm
+
+        return "\n".join(lines + slurm.preview_lines(shown["slurm"]))
     planned = shown["plan"]
     host = planned["host"]
     lines.append(f"backend {topology.backend}, id {planned['id']}, placement {topology.placement}, "

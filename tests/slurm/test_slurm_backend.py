@@ -1,0 +1,216 @@
+"""The slurm backend on a real Slurm cluster: jobs submitted, placed by Slurm's switch tree, their states mapped."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import json_lines, vnetbench
+
+pytestmark = pytest.mark.timeout(180)
+
+SMOKE = ["--max-size", "4096", "--iterations", "100", "--large-iterations", "10", "--bw-iterations", "5",
+         "--window", "4", "--validate"]
+# a pingpong that runs far longer than any test waits (killed by Slurm, a node failure or Ctrl-C)
+ENDLESS = ["--max-size", "1", "--iterations", "10000000", "--warmup", "1", "--timeout", "600"]
+
+
+def switches_of(cluster, nodes):
+    return {n.switch for n in cluster.nodes if n.name in nodes}
+
+
+def jobs(cluster) -> dict[str, str]:
+    out = cluster.slurm("squeue", "-h", "-o", "%i %T").stdout
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what} not reached in {timeout:g} s")
+
+
+def test_show_lists_nodes_and_switches_and_refuses_what_the_partition_lacks(cluster, tmp_path):
+    shown = vnetbench("topology", "show", f"slurm:{cluster.partition}", "--json", env=cluster.env(), check=0)
+    facts = json.loads(shown.stdout)["slurm"]
+    assert sorted(n["name"] for n in facts["nodes"]) == sorted(n.name for n in cluster.nodes)
+    assert {leaf: sorted(m) for leaf, m in facts["switches"].items()} == {
+        leaf: sorted(n.name for n in cluster.nodes if n.switch == leaf) for leaf in cluster.leaf_switches}
+    assert facts["version"].split()[-1].startswith("22.") or "slurm" in facts["version"]
+    # three nodes under one switch, or on three switches: this partition has neither
+    for layout, why in (("3nodes-1switch", "no leaf switch has 3 usable nodes"),
+                        ("3nodes-3switches", "3 nodes on 3 switches cannot be had")):
+        done = vnetbench("run", "pingpong", "--ranks", "3", "--topology", f"slurm:{cluster.partition}/{layout}",
+                         "--store", tmp_path / "r.jsonl", *SMOKE, env=cluster.env(), check=2)
+        assert why in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert jobs(cluster) == {}, "a refused run submitted a job"
+    assert not (tmp_path / "r.jsonl").exists()
+    bad = vnetbench("topology", "show", "slurm:nosuchpart", env=cluster.env(), check=2)
+    assert "no such partition" in bad.stderr and cluster.partition in bad.stderr
+    spec = tmp_path / "t.yaml"
+    spec.write_text(f"name: t\nbackend: slurm\npartition: {cluster.partition}\nnodes: 2\nswitchs: 1\n")
+    bad = vnetbench("topology", "show", spec, env=cluster.env(), check=2)
+    assert "switchs: unknown field" in bad.stderr
+
+
+def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    records = {}
+    for layout in ("2nodes-1switch", "2nodes-2switches"):
+        done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", f"slurm:{cluster.partition}/{layout}",
+                         "--store", store, "--json", *SMOKE, env=cluster.env(), timeout=120, check=0)
+        (record,) = json_lines(done.stdout)
+        records[layout] = record
+    for layout, want in (("2nodes-1switch", 1), ("2nodes-2switches", 2)):
+        record = records[layout]
+        assert record["status"] == "ok", record["validation"]
+        slurm = record["slurm"]
+        assert slurm["state"] == "COMPLETED" and slurm["job_id"].isdigit()
+        inner = record["topology"]["slurm"]
+        assert inner["job_id"] == slurm["job_id"] and "22.05" in inner["version"]
+        assert len(inner["nodes"]) == 2 and len(switches_of(cluster, inner["nodes"])) == want
+        assert sorted(inner["switches"]) == sorted(switches_of(cluster, inner["nodes"]))
+        # the ranks really ran on those nodes (each rank checks its hostname)
+        assert sorted(p["hostname"] for p in record["placement"]) == sorted(inner["nodes"])
+        assert record["metrics"]["sizes"]
+    report = vnetbench("report", "--store", store, check=0)
+    assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
+
+
+def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
+    spec = tmp_path / "short.yaml"
+    spec.write_text(f"name: short\nbackend: slurm\npartition: {cluster.partition}\nnodes: 2\nswitches: 1\n"
+                    f"time_limit: \"0:02\"\n")
+    done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", spec, "--store", tmp_path / "r.jsonl",
+                     "--json", *ENDLESS, env=cluster.env(), timeout=150, check=1)
+    (record,) = json_lines(done.stdout)
+    assert record["status"] == "timeout", (record["slurm"], record["validation"])
+    assert record["slurm"]["state"] == "TIMEOUT"
+    assert "TIMEOUT" in record["validation"]["detail"]
+    assert jobs(cluster) == {}
+
+
+def test_a_node_that_fails_mid_job_fails_the_run_with_slurms_reason(cluster, tmp_path):
+    store = tmp_path / "r.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--topology",
+                             f"slurm:{cluster.partition}/2nodes-2switches", "--store", str(store), "--json",
+                             *ENDLESS], env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    victim = None
+    try:
+        job = wait_for(lambda: next((j for j, s in jobs(cluster).items() if s == "RUNNING"), None), 60, "a running job")
+        time.sleep(2)  # the ranks are up
+        nodes = cluster.slurm("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
+        victim = cluster.slurm("scontrol", "show", "hostnames", nodes).stdout.split()[-1]
+        cluster.kill_node(victim)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err[-2000:]
+        (record,) = json_lines(out)
+        assert record["status"] == "failed"
+        assert record["slurm"]["job_id"] == job
+        assert record["slurm"]["state"] in ("NODE_FAIL", "FAILED")
+        assert record["slurm"]["state"] in record["validation"]["detail"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if victim:
+            cluster.restart_node(victim)
+
+
+def test_ctrl_c_cancels_its_own_job_only(cluster, tmp_path):
+    other = cluster.slurm("sbatch", "--parsable", "-N1", f"--partition={cluster.partition}",
+                          f"--output={tmp_path / 'other.out'}", "--wrap", "sleep 120").stdout.strip()
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--topology",
+                             f"slurm:{cluster.partition}/2nodes-1switch", "--store", str(tmp_path / "r.jsonl"),
+                             *ENDLESS], env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        mine = wait_for(lambda: next((j for j, s in jobs(cluster).items() if j != other and s == "RUNNING"), None),
+                        60, "its job running")
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode != 0
+        state = cluster.slurm("scontrol", "show", "job", "-o", mine).stdout
+        assert "JobState=CANCELLED" in state
+        assert jobs(cluster).get(other) == "RUNNING", "Ctrl-C cancelled a job it did not submit"
+        assert not (tmp_path / "r.jsonl").exists() or all(
+            json.loads(line)["status"] != "ok" for line in (tmp_path / "r.jsonl").read_text().splitlines())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.slurm("scancel", other, check=False)
+
+
+def layouts(cluster) -> str:
+    return f"slurm:{cluster.partition}/2nodes-1switch,slurm:{cluster.partition}/2nodes-2switches"
+
+
+def test_sweep_across_one_and_two_switches_then_report(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    done = vnetbench("sweep", "--kernel", "pingpong", "--topologies", layouts(cluster), "--ranks", "2",
+                     "--repeat", "2", "--store", store, *SMOKE, env=cluster.env(), timeout=150, check=0)
+    records = [json.loads(line) for line in store.read_text().splitlines()]
+    assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    by_topology = {}
+    for record in records:
+        by_topology.setdefault(record["topology"]["name"], []).append(record)
+    for name, want in (("slurm-vnb-2nodes-1switch", 1), ("slurm-vnb-2nodes-2switches", 2)):
+        got = by_topology[name]
+        assert sorted(r["repetition"] for r in got) == [0, 1]
+        assert len({r["slurm"]["job_id"] for r in got}) == 2  # one job per run
+        for record in got:
+            assert len(switches_of(cluster, record["topology"]["slurm"]["nodes"])) == want
+    assert "Slurm job" in done.stderr
+    assert not list(tmp_path.glob("results.jsonl.slurm*")), "the sweep left its ledger or job directories"
+    report = vnetbench("report", "--store", store, check=0)
+    assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
+
+
+def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    # every node busy: the sweep's jobs stay pending until this job ends
+    blocker = cluster.slurm("sbatch", "--parsable", f"--nodes={len(cluster.nodes)}",
+                            f"--partition={cluster.partition}", f"--output={tmp_path / 'blocker.out'}",
+                            "--wrap", "sleep 300").stdout.strip()
+    argv = [sys.executable, "-m", "vnetbench", "sweep", "--kernel", "pingpong", "--topologies", layouts(cluster),
+            "--ranks", "2", "--repeat", "1", "--store", str(store), *SMOKE]
+    proc = subprocess.Popen(argv, env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ledger = tmp_path / "results.jsonl.slurm-jobs.json"
+        wait_for(lambda: ledger.exists() and len(json.loads(ledger.read_text())) == 2, 60, "two jobs submitted")
+        submitted = sorted(entry["job_id"] for entry in json.loads(ledger.read_text()).values())
+        assert all(jobs(cluster).get(j) == "PENDING" for j in submitted)
+        proc.kill()  # no chance to cancel anything: the jobs stay queued
+        proc.wait(timeout=10)
+        cluster.slurm("scancel", blocker)
+        done = vnetbench("sweep", "--kernel", "pingpong", "--topologies", layouts(cluster), "--ranks", "2",
+                         "--repeat", "1", "--store", store, "--resume", *SMOKE, env=cluster.env(), timeout=150, check=0)
+        assert done.stderr.count("found again") == 2
+        records = [json.loads(line) for line in store.read_text().splitlines()]
+        assert sorted(r["slurm"]["job_id"] for r in records) == submitted, (done.stderr[-3000:], [(r["slurm"], r["topology"]["name"], r["repetition"]) for r in records])
+        assert all(r["status"] == "ok" for r in records)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.slurm("scancel", blocker, check=False)
+
+
+def test_hosts_check_through_slurm(cluster):
+    done = vnetbench("hosts", "check", "--slurm", cluster.partition, "--json", env=cluster.env(), timeout=90,
+                     check=0)
+    reports = json.loads(done.stdout)
+    assert sorted(r["name"] for r in reports) == sorted(n.name for n in cluster.nodes)
+    assert all(r["ok"] and r["probe"]["hostname"] == r["name"] for r in reports), reports
+    assert "verdict: ok" in done.stderr
+    bad = vnetbench("hosts", "check", "--slurm", "nosuchpart", env=cluster.env(), check=2)
+    assert "no such partition" in bad.stderr

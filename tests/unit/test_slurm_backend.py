@@ -1,0 +1,48 @@
+"""The slurm backend's spec, layouts and job-state mapping (no cluster needed: the Slurm tier runs a real one)."""
+
+import pytest
+
+from vnetbench.errors import UsageError
+from vnetbench.slurmjobs import effective_state, status_of
+from vnetbench.topologies import slurm
+
+
+def test_refs_and_yaml_are_validated_naming_the_field():
+    t = slurm.parse_ref("slurm:batch/4nodes-4switches")
+    assert (t.partition, t.nodes, t.switches, t.backend) == ("batch", 4, 4, "slurm")
+    assert slurm.parse_ref("slurm:batch").nodes is None
+    with pytest.raises(UsageError, match="layout '2x' is not allowed"):
+        slurm.parse_ref("slurm:batch/2x")
+    with pytest.raises(UsageError, match="3 switches for 4 nodes; allowed: 1 or 4"):
+        slurm.parse_ref("slurm:batch/4nodes-3switches")
+    with pytest.raises(UsageError, match="nodes: 0 is not allowed"):
+        slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "nodes": 0})
+    with pytest.raises(UsageError, match="time_limit: 'soon' is not a Slurm time"):
+        slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "soon"})
+    t = slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "10:00", "qos": "hi"})
+    assert t.sbatch_options() == ["--partition=p", "--time=10:00", "--qos=hi"]
+
+
+def cluster(leaves, down=()):
+    nodes = {n: {"state": "down" if n in down else "idle", "cpus": 2, "address": n}
+             for members in leaves.values() for n in members}
+    return slurm.Cluster("p", nodes, leaves, "slurm 22.05")
+
+
+def test_layouts_place_or_say_why_not():
+    c = cluster({"s0": ["a", "b"], "s1": ["c", "d"]})
+    assert c.layout(2, 1) == (["--nodes=2", "--switches=1"], None)
+    opts, why = c.layout(2, 2)
+    assert why is None and opts == ["--nodes=2", "--nodelist=a,c"]
+    assert "no leaf switch has 3 usable nodes" in c.layout(3, 1)[1]
+    assert "3 nodes on 3 switches cannot be had" in c.layout(3, 3)[1]
+    assert "1 usable node(s)" in cluster({"s0": ["a", "b"]}, down={"b"}).layout(2, None)[1]
+
+
+def test_job_states_map_to_statuses(tmp_path):
+    assert [status_of(s) for s in ("TIMEOUT", "NODE_FAIL", "FAILED", "OUT_OF_MEMORY", "CANCELLED", "LOST")] == \
+        ["timeout", "failed", "failed", "failed", None, "failed"]
+    out = tmp_path / "job.out"
+    out.write_text("slurmstepd-n0: error: *** JOB 7 ON n0 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***\n")
+    assert effective_state("FAILED", out) == "TIMEOUT"
+    assert effective_state("FAILED", tmp_path / "missing") == "FAILED"

@@ -1,0 +1,350 @@
+"""The ``slurm`` backend: nodes from a Slurm partition, switches from Slurm's own topology (topology/tree).
+
+A topology is named ``slurm:PARTITION`` (as many nodes as ranks, wherever Slurm puts them),
+``slurm:PARTITION/Nnodes-1switch`` (N nodes under one leaf switch: the cluster's "1 vSwitch"),
+``slurm:PARTITION/Nnodes-Nswitches`` (one node under each of N leaf switches: "N vSwitches"), or a YAML
+file with ``backend: slurm``::
+
+    name: two-leaves
+    backend: slurm
+    partition: batch
+    nodes: 2
+    switches: 2          # leaf switches the nodes span (1: all under one switch)
+    time_limit: "10:00"  # sbatch --time
+    account: proj42      # optional, passed through, as is qos
+    qos: normal
+
+Outside an allocation, ``run`` submits a batch job (``vnetbench.slurmjobs``); inside one (``salloc``,
+a batch script: ``SLURM_JOB_ID`` is set) this backend uses the allocation's nodes and mpirun finds them
+through its Slurm support. Slurm's commands are run with argv lists; what they print is parsed here.
+"""
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vnetbench.errors import UsageError
+
+from .base import LaunchSpec, Realised, register
+from .intent import Intent
+
+REF = "slurm:"
+FIELDS = {"name", "backend", "description", "partition", "nodes", "switches", "time_limit", "account", "qos"}
+_LAYOUT = re.compile(r"(?P<nodes>\d+)nodes?-(?P<switches>\d+)switch(?:es)?")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
+COMMAND_TIMEOUT = 20.0
+
+
+def slurm_cmd(*argv: str, timeout: float = COMMAND_TIMEOUT, check: bool = True) -> str:
+    """Run a Slurm command (argv list, environment as is: SLURM_CONF chooses the cluster); its stdout."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise UsageError(f"--topology slurm: {argv[0]} is not installed (Slurm's client commands are needed)") \
+            from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--topology slurm: {' '.join(argv)} did not answer in {timeout:g} s") from None
+    if check and done.returncode != 0:
+        raise UsageError(f"--topology slurm: {' '.join(argv)} failed: {done.stderr.strip()[-300:]}")
+    return done.stdout
+
+
+def hostnames(expr: str) -> list[str]:
+    """A Slurm hostlist expression (``n[0-3],m1``) as names."""
+    return slurm_cmd("scontrol", "show", "hostnames", expr).split() if expr else []
+
+
+def in_allocation() -> bool:
+    return bool(os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_JOB_NODELIST"))
+
+
+@dataclass
+class SlurmTopology:
+    """What the user asked for; ``layout()`` checks it against the partition."""
+
+    name: str
+    partition: str
+    nodes: int | None = None
+    switches: int | None = None
+    time_limit: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    description: str = ""
+    source: str = "<slurm>"
+    backend = "slurm"
+    vms = hosts = ()
+    scaled: dict = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        """What to pass as --topology to get this topology again (a job's own vnetbench does)."""
+        if self.source.startswith(REF) or not Path(self.source).is_file():
+            return self.source
+        return str(Path(self.source).resolve())
+
+    def to_dict(self) -> dict:
+        data = {"name": self.name, "backend": "slurm", "partition": self.partition}
+        for key in ("nodes", "switches", "time_limit", "account", "qos", "description"):
+            if getattr(self, key):
+                data[key] = getattr(self, key)
+        return data
+
+    def node_count(self, ranks: int) -> int:
+        return self.nodes or ranks
+
+    def sbatch_options(self) -> list[str]:
+        """Options passed through to sbatch (and salloc) as they are."""
+        args = [f"--partition={self.partition}"]
+        for key, opt in (("time_limit", "--time"), ("account", "--account"), ("qos", "--qos")):
+            if getattr(self, key):
+                args.append(f"{opt}={getattr(self, key)}")
+        return args
+
+
+def is_slurm(ref: str) -> bool:
+    """``ref`` names a Slurm topology (``slurm:...`` or a YAML file saying ``backend: slurm``)."""
+    if ref.startswith(REF):
+        return True
+    path = Path(ref)
+    if ref.endswith((".yaml", ".yml")) and path.is_file():
+        try:
+            head = path.read_text(errors="replace")[:65536]
+        except OSError:
+            return False
+        return re.search(r"^backend:\s*['\"]?slurm['\"]?\s*$", head, re.M) is not None
+    return False
+
+
+def load(ref: str, what: str = "--topology") -> SlurmTopology:
+    if ref.startswith(REF):
+        return parse_ref(ref, what)
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(ref).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"{what}: {ref}: not readable as YAML ({str(exc).splitlines()[0]})") from None
+    return from_dict(data, source=ref)
+
+
+def parse_ref(ref: str, what: str = "--topology") -> SlurmTopology:
+    rest = ref[len(REF):]
+    partition, _, layout = rest.partition("/")
+    if not _NAME.fullmatch(partition or ""):
+        raise UsageError(f"{what}: {ref!r}: expected slurm:PARTITION[/Nnodes-1switch|/Nnodes-Nswitches], "
+                         f"PARTITION a Slurm partition name")
+    nodes = switches = None
+    if layout:
+        match = _LAYOUT.fullmatch(layout)
+        if not match:
+            raise UsageError(f"{what}: {ref!r}: layout {layout!r} is not allowed; use Nnodes-1switch (N nodes "
+                             f"under one leaf switch) or Nnodes-Nswitches (one node under each of N leaf switches)")
+        nodes, switches = int(match["nodes"]), int(match["switches"])
+        if switches not in (1, nodes):
+            raise UsageError(f"{what}: {ref!r}: {switches} switches for {nodes} nodes; allowed: 1 or {nodes} "
+                             f"(a YAML topology may spread nodes over other counts)")
+    return check(SlurmTopology(name=f"slurm-{rest.replace('/', '-')}", partition=partition,
+                               nodes=nodes, switches=switches, source=ref), ref)
+
+
+def from_dict(data, source: str = "<slurm>") -> SlurmTopology:
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: expected a mapping (name, backend: slurm, partition, nodes, switches, ...)")
+    unknown = sorted(set(data) - FIELDS)
+    if unknown:
+        raise UsageError(f"{source}: {unknown[0]}: unknown field of a slurm topology; allowed: "
+                         f"{', '.join(sorted(FIELDS))}")
+    for key in ("name", "partition"):
+        if not isinstance(data.get(key), str) or not _NAME.fullmatch(data[key]):
+            raise UsageError(f"{source}: {key}: missing or not a name (letters, digits, '_', '.', '-')")
+    for key in ("nodes", "switches"):
+        value = data.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 4096):
+            raise UsageError(f"{source}: {key}: {value!r} is not allowed; a whole number from 1 to 4096")
+    topology = SlurmTopology(name=data["name"], partition=data["partition"], nodes=data.get("nodes"),
+                             switches=data.get("switches"), time_limit=_opt(data, "time_limit", source),
+                             account=_opt(data, "account", source), qos=_opt(data, "qos", source),
+                             description=str(data.get("description", "")), source=source)
+    return check(topology, source)
+
+
+def _opt(data: dict, key: str, source: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    value = str(value)
+    if key == "time_limit" and not _TIME.fullmatch(value):
+        raise UsageError(f"{source}: time_limit: {value!r} is not a Slurm time; allowed: MM, MM:SS, HH:MM:SS, "
+                         f"D-HH[:MM[:SS]]")
+    if key != "time_limit" and not _NAME.fullmatch(value):
+        raise UsageError(f"{source}: {key}: {value!r} is not a Slurm name")
+    return value
+
+
+def check(topology: SlurmTopology, where: str) -> SlurmTopology:
+    if topology.nodes and topology.switches and topology.switches > topology.nodes:
+        raise UsageError(f"{where}: switches: {topology.switches} switches for {topology.nodes} nodes; "
+                         f"allowed: 1 to {topology.nodes}")
+    return topology
+
+
+# ---- what the cluster has ------------------------------------------------------------------------
+
+@dataclass
+class Cluster:
+    """A partition as Slurm describes it: nodes (name -> state, cpus, address) and leaf switches."""
+
+    partition: str
+    nodes: dict[str, dict]
+    leaves: dict[str, list[str]]  # leaf switch -> its nodes in this partition
+    version: str
+
+    def usable(self) -> list[str]:
+        bad = ("down", "drain", "fail", "unknown", "not_responding", "maint", "future")
+        return [n for n, facts in self.nodes.items() if not any(b in facts["state"].lower() for b in bad)]
+
+    def switch_of(self, node: str) -> str | None:
+        return next((leaf for leaf, members in self.leaves.items() if node in members), None)
+
+    def layout(self, nodes: int, switches: int | None) -> tuple[list[str], str | None]:
+        """(sbatch options placing ``nodes`` nodes on ``switches`` leaf switches, None) or ([], why not)."""
+        usable = self.usable()
+        if nodes > len(usable):
+            return [], (f"partition {self.partition} has {len(usable)} usable node(s) "
+                        f"({len(self.nodes)} in all); {nodes} asked")
+        if switches is None:
+            return [f"--nodes={nodes}"], None
+        if not self.leaves:
+            return [], (f"partition {self.partition}: Slurm reports no switch topology "
+                        f"(TopologyPlugin=topology/tree and topology.conf); cannot place nodes on switches")
+        free = {leaf: [n for n in members if n in usable] for leaf, members in self.leaves.items()}
+        ranked = sorted(free, key=lambda leaf: -len(free[leaf]))
+        if switches == 1:
+            if len(free[ranked[0]]) < nodes:
+                return [], (f"partition {self.partition}: no leaf switch has {nodes} usable nodes "
+                            f"({_shown(free)}); {nodes} nodes on 1 switch cannot be had")
+            return [f"--nodes={nodes}", "--switches=1"], None
+        chosen = [leaf for leaf in ranked if free[leaf]][:switches]
+        if len(chosen) < switches:
+            return [], (f"partition {self.partition} has {len(chosen)} leaf switch(es) with usable nodes "
+                        f"({_shown(free)}); {nodes} nodes on {switches} switches cannot be had")
+        picked, k = [], 0
+        while len(picked) < nodes:  # round-robin over the chosen leaves
+            leaf = chosen[k % switches]
+            spare = [n for n in free[leaf] if n not in picked]
+            if spare:
+                picked.append(spare[0])
+            elif all(not [n for n in free[c] if n not in picked] for c in chosen):
+                return [], (f"partition {self.partition}: {switches} leaf switches hold fewer than {nodes} "
+                            f"usable nodes ({_shown(free)})")
+            k += 1
+        return [f"--nodes={nodes}", f"--nodelist={','.join(picked)}"], None
+
+
+def _shown(free: dict) -> str:
+    return ", ".join(f"{leaf}: {len(nodes)} node(s)" for leaf, nodes in free.items())
+
+
+def discover(partition: str) -> Cluster:
+    """The partition's nodes and leaf switches, from sinfo and ``scontrol show topology``."""
+    version = slurm_cmd("scontrol", "--version").strip()
+    out = slurm_cmd("sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T|%c|%o")
+    nodes = {}
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4:
+            nodes[parts[0]] = {"state": parts[1], "cpus": int(parts[2]), "address": parts[3]}
+    if not nodes:
+        names = slurm_cmd("sinfo", "-h", "-o", "%R").split()
+        raise UsageError(f"--topology slurm:{partition}: no such partition, or it has no nodes; "
+                         f"partitions: {', '.join(names) or 'none'}")
+    leaves = {}
+    for line in slurm_cmd("scontrol", "show", "topology", check=False).splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if fields.get("Level") == "0" and "SwitchName" in fields:
+            members = [n for n in hostnames(fields.get("Nodes", "")) if n in nodes]
+            if members:
+                leaves[fields["SwitchName"]] = members
+    return Cluster(partition=partition, nodes=nodes, leaves=leaves, version=version)
+
+
+def allocation() -> dict:
+    """The allocation this process runs in: job id, nodes, tasks per node."""
+    nodes = hostnames(os.environ["SLURM_JOB_NODELIST"])
+    return {"job_id": os.environ["SLURM_JOB_ID"], "nodes": nodes,
+            "partition": os.environ.get("SLURM_JOB_PARTITION", "")}
+
+
+@register("slurm")
+class SlurmRealised(Realised):
+    """Inside an allocation: its nodes, ranks started by mpirun through its Slurm support."""
+
+    def __init__(self, topology):
+        super().__init__(topology)
+        if not in_allocation():
+            # run and sweep submit batch jobs instead (vnetbench.slurmjobs); exec needs the allocation
+            raise UsageError(f"topology {topology.name}: not inside a Slurm allocation; 'run' and 'sweep' "
+                             f"submit batch jobs, other commands need one (salloc -p {topology.partition} ...)")
+        self.alloc = allocation()
+        self.cluster = discover(topology.partition)
+
+    def check_ranks(self, ranks: int) -> None:
+        cpus = sum(self.cluster.nodes.get(n, {}).get("cpus", 1) for n in self.alloc["nodes"])
+        if ranks > cpus:
+            raise UsageError(f"--ranks: {ranks} ranks on {cpus} cpus of allocation {self.alloc['job_id']}")
+
+    def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
+        self.check_ranks(ranks)
+        nodes = self.alloc["nodes"]
+        # round-robin over the allocation's nodes: with as many ranks as nodes, one rank per node, so that
+        # a "2 switches" allocation puts its ranks under both switches
+        order = [nodes[i % len(nodes)] for i in range(ranks)]
+        effective = bind or "none"
+        mca = {"pml": "ob1", "btl": "self,sm,tcp", "osc": "^ucx"}
+        intent = Intent(ranks=ranks, map_by="node", bind=effective, mca=mca)
+        labels = [{"host": n, "vm": n, "switch": self.cluster.switch_of(n),
+                   "address": self.cluster.nodes.get(n, {}).get("address")} for n in order]
+        expected = [{"hostname": n} for n in order]
+        notes = {"bind": effective, "oversubscribed": False, "slurm_job": self.alloc["job_id"],
+                 "hosts": len(set(order))}
+        return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes)
+
+    def describe(self) -> dict:
+        described = super().describe()
+        nodes = self.alloc["nodes"]
+        described["slurm"] = {"job_id": self.alloc["job_id"], "nodes": nodes, "version": self.cluster.version,
+                              "partition": self.alloc["partition"] or self.topology.partition,
+                              "switches": sorted({s for s in map(self.cluster.switch_of, nodes) if s})}
+        return described
+
+
+def preview(topology: SlurmTopology) -> dict:
+    """What ``topology show`` says: the partition's nodes and leaf switches, and whether the layout fits."""
+    cluster = discover(topology.partition)
+    nodes = topology.nodes or len(cluster.usable())
+    placing, why = cluster.layout(nodes, topology.switches)
+    return {"partition": topology.partition, "version": cluster.version,
+            "nodes": [{"name": n, **facts, "switch": cluster.switch_of(n)} for n, facts in cluster.nodes.items()],
+            "switches": cluster.leaves, "layout": {"nodes": nodes, "switches": topology.switches,
+                                                   "sbatch": placing, "refused": why}}
+
+
+def preview_lines(shown: dict) -> list[str]:
+    """``preview`` as the lines of ``topology show``."""
+    layout = shown["layout"]
+    lines = [f"backend slurm ({shown['version']}), partition {shown['partition']}: {len(shown['nodes'])} node(s), "
+             f"{len(shown['switches'])} leaf switch(es)"]
+    width = max([len(n["name"]) for n in shown["nodes"]] + [4])
+    lines.append(f"{'NODE':<{width}}  {'SWITCH':<14}  {'STATE':<10}  CPUS  ADDRESS")
+    for node in shown["nodes"]:
+        lines.append(f"{node['name']:<{width}}  {node['switch'] or '-':<14}  {node['state']:<10}  "
+                     f"{node['cpus']:<4}  {node['address']}")
+    for leaf, members in shown["switches"].items():
+        lines.append(f"switch {leaf}: {', '.join(members)}")
+    asked = f"{layout['nodes']} node(s)" + (f" on {layout['switches']} switch(es)" if layout["switches"] else "")
+    lines.append(f"layout {asked}: " + (f"refused: {layout['refused']}" if layout["refused"]
+                                        else "sbatch " + " ".join(layout["sbatch"])))
+    return lines
