@@ -68,6 +68,7 @@ class Atoms:
         self.sendbuf, self.recvbuf = np.empty(0), np.empty(0)
         self.neigh = np.empty(0, dtype=np.int32)
         self.numneigh = self.start = None
+        self.migrated = self.wrapped = 0  # atoms sent to another box, and those across a periodic edge
         self.strays = 0  # atoms that arrived outside this box: they moved more than a box between rebuilds
         self.corrupt_at = None  # the step at which this rank corrupts one message (--corrupt-step)
         self._thermalise(params["temperature"])
@@ -119,7 +120,9 @@ class Atoms:
                 going = marks == side
                 moving = x[going].copy()
                 shift = box.ghost_shift(axis, side)
+                self.migrated += moving.shape[0]
                 if shift:
+                    self.wrapped += moving.shape[0]
                     moving[:, axis] += shift
                     # rounding must not put an atom on the far face of the box, which is outside
                     np.clip(moving[:, axis], 0.0, np.nextafter(box.length[axis], 0.0), out=moving[:, axis])
@@ -244,7 +247,7 @@ def simulate(cart, params, dims, MPI):
     slowest = np.empty(1 + len(PHASES))
     cart.Allreduce(np.array([elapsed, *spent.values()]), slowest, MPI.MAX)
     own = {"rank": rank, "atoms": atoms.nlocal, "ghosts": atoms.x.shape[0] - atoms.nlocal,
-           "pairs": most_pairs, "strays": atoms.strays}
+           "pairs": most_pairs, "strays": atoms.strays, "migrated": atoms.migrated, "wrapped": atoms.wrapped}
     everyone = cart.gather(own, root=0)
     if rank != 0:
         return None
@@ -264,6 +267,8 @@ def _metrics(params, box, slowest, thermo, everyone, rebuilds):
         "ghosts_per_rank": {"min": min(e["ghosts"] for e in everyone), "max": max(e["ghosts"] for e in everyone)},
         "pairs_per_atom": sum(e["pairs"] for e in everyone) / n,
         "neighbours_within_cutoff": neighbours_within(box.cutoff, params["density"]),
+        "migrated": sum(e["migrated"] for e in everyone),
+        "migrated_across_edges": sum(e["wrapped"] for e in everyone),
         "thermo": thermo,
         "energy_drift": (last - first) / abs(first) if first else None,
         "momentum_per_atom": max(row["momentum"] for row in thermo),
