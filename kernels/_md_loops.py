@@ -93,7 +93,9 @@ def kinetic(v, nlocal):
 @jit
 def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start):
     """Verlet list of the local atoms: partners within ``reach`` (cutoff + skin), found through
-    cubic bins at least ``reach`` wide covering the sub-domain and its ghost shell.
+    bins at least half of ``reach`` wide covering the sub-domain and its ghost shell (as LAMMPS
+    bins: the 5x5x5 bins around an atom's hold 42% fewer candidates than 3x3x3 bins of a whole
+    ``reach``).
 
     Fills ``neigh`` (flat), ``start`` and ``numneigh``; returns the pairs stored, or -needed when
     ``neigh`` is too small (the caller grows it and builds again)."""
@@ -102,7 +104,7 @@ def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start):
     origin = np.empty(3)
     for d in range(3):
         span = hi[d] - lo[d] + 2.0 * reach
-        nb[d] = max(1, int(span / reach))
+        nb[d] = max(1, int(span / (0.5 * reach)))
         width[d] = span / nb[d]
         origin[d] = lo[d] - reach
     nbins = nb[0] * nb[1] * nb[2]
@@ -128,9 +130,9 @@ def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start):
         start[i] = total
         n = 0
         xi, yi, zi = x[i, 0], x[i, 1], x[i, 2]
-        for ox in range(max(0, bx - 1), min(nb[0], bx + 2)):
-            for oy in range(max(0, by - 1), min(nb[1], by + 2)):
-                for oz in range(max(0, bz - 1), min(nb[2], bz + 2)):
+        for ox in range(max(0, bx - 2), min(nb[0], bx + 3)):
+            for oy in range(max(0, by - 2), min(nb[1], by + 3)):
+                for oz in range(max(0, bz - 2), min(nb[2], bz + 3)):
                     j = head[(ox * nb[1] + oy) * nb[2] + oz]
                     while j >= 0:
                         if j > i:  # locals after i, and every ghost (ghosts come after locals)
