@@ -3,9 +3,11 @@ list, cell-binned list builds, velocity-Verlet integration, and packing of ghost
 
 Units are reduced Lennard-Jones units (sigma = epsilon = mass = 1). Arrays: ``x``, ``v``, ``f``
 are ``(n, 3)`` float64, local atoms first (``nlocal``), then ghosts. The neighbour list is
-"half" for local-local pairs (each pair once, Newton's third law applied) and "full" for pairs
-with a ghost: the ghost's owner computes the same pair for its own atom, so no forces travel
-back (miniMD's ``newton off`` for ghosts). Imported only by ranks: importing numba is slow.
+"half": each pair once, Newton's third law applied. With ``newton`` (LAMMPS's default) a pair
+with a ghost is kept by one of the two ranks only (the one whose atom is below the other in
+z, y, x order) and the force on the ghost travels back to its owner; without, both ranks keep
+it and count half its energy, and nothing travels back (miniMD's ``newton off``). Imported only
+by ranks: importing numba is slow.
 """
 
 import numpy as np
@@ -91,7 +93,7 @@ def kinetic(v, nlocal):
 
 
 @jit
-def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start):
+def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start, newton):
     """Verlet list of the local atoms: partners within ``reach`` (cutoff + skin), found through
     bins at least half of ``reach`` wide covering the sub-domain and its ghost shell (as LAMMPS
     bins: the 5x5x5 bins around an atom's hold 42% fewer candidates than 3x3x3 bins of a whole
@@ -135,7 +137,13 @@ def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start):
                 for oz in range(max(0, bz - 2), min(nb[2], bz + 3)):
                     j = head[(ox * nb[1] + oy) * nb[2] + oz]
                     while j >= 0:
-                        if j > i:  # locals after i, and every ghost (ghosts come after locals)
+                        # locals after i, and ghosts (which come after locals): with newton only
+                        # those above i, so that of the pair's two images exactly one is kept
+                        keep = j > i
+                        if newton and j >= nlocal:
+                            zj, yj = x[j, 2], x[j, 1]
+                            keep = zj > zi or (zj == zi and (yj > yi or (yj == yi and x[j, 0] > xi)))
+                        if keep:
                             dx = xi - x[j, 0]
                             dy = yi - x[j, 1]
                             dz = zi - x[j, 2]
@@ -150,9 +158,9 @@ def build(x, nlocal, ntotal, lo, hi, reach, neigh, numneigh, start):
 
 
 @jit(fastmath={"contract", "arcp"})
-def force(x, f, nlocal, neigh, numneigh, start, cutoff2, energy):
-    """Lennard-Jones forces on the local atoms (ghost forces are left at zero); the potential
-    energy of the local atoms when ``energy`` (a pair with a ghost counts half: its owner counts
+def force(x, f, nlocal, neigh, numneigh, start, cutoff2, energy, newton):
+    """Lennard-Jones forces (on ghosts too with ``newton``); the potential energy of the rank's
+    pairs when ``energy`` (without ``newton`` a pair with a ghost counts half: its owner counts
     the other half)."""
     for i in range(f.shape[0]):
         f[i, 0] = 0.0
@@ -176,13 +184,13 @@ def force(x, f, nlocal, neigh, numneigh, start, cutoff2, energy):
                 fx += dx * fpair
                 fy += dy * fpair
                 fz += dz * fpair
-                if j < nlocal:
+                if newton or j < nlocal:
                     f[j, 0] -= dx * fpair
                     f[j, 1] -= dy * fpair
                     f[j, 2] -= dz * fpair
                 if energy:
                     e = 4.0 * sr6 * (sr6 - 1.0)
-                    pe += e if j < nlocal else 0.5 * e
+                    pe += e if newton or j < nlocal else 0.5 * e
         f[i, 0] += fx
         f[i, 1] += fy
         f[i, 2] += fz
@@ -221,6 +229,34 @@ def unpack(x, first, count, buf):
 
 
 @jit
+def pack_rows(f, first, count, buf):
+    """Rows ``first:first + count`` of ``f`` (forces on ghosts) into ``buf``."""
+    for k in range(count):
+        buf[3 * k] = f[first + k, 0]
+        buf[3 * k + 1] = f[first + k, 1]
+        buf[3 * k + 2] = f[first + k, 2]
+
+
+@jit
+def add_rows(f, sendlist, count, buf):
+    """Forces that came back for the listed atoms, added to theirs."""
+    for k in range(count):
+        i = sendlist[k]
+        f[i, 0] += buf[3 * k]
+        f[i, 1] += buf[3 * k + 1]
+        f[i, 2] += buf[3 * k + 2]
+
+
+@jit
+def checksum(buf, count):
+    """The sum of ``buf[:count]`` in index order: sender and receiver get the same bits."""
+    total = 0.0
+    for k in range(count):
+        total += buf[k]
+    return total
+
+
+@jit
 def leaving(x, nlocal, axis, lo, hi):
     """Marks of the local atoms that left ``[lo, hi)`` along ``axis``: -1 below, +1 at or above, 0 stays."""
     marks = np.zeros(nlocal, dtype=np.int8)
@@ -242,9 +278,10 @@ def warm_up() -> None:
     neigh = np.zeros(n * n, dtype=np.int32)
     numneigh = np.zeros(n, dtype=np.int32)
     start = np.zeros(n, dtype=np.int64)
-    build(x, n, n, lo, hi, 1.2, neigh, numneigh, start)
-    force(x, f, n, neigh, numneigh, start, 1.0, True)
-    force(x, f, n, neigh, numneigh, start, 1.0, False)
+    for newton in (True, False):
+        build(x, n, n, lo, hi, 1.2, neigh, numneigh, start, newton)
+        force(x, f, n, neigh, numneigh, start, 1.0, True, newton)
+        force(x, f, n, neigh, numneigh, start, 1.0, False, newton)
     integrate_first(x, v, f, n, 0.001)
     integrate_second(v, f, n, 0.001)
     kinetic(v, n)
@@ -254,4 +291,7 @@ def warm_up() -> None:
     buf = np.zeros(3 * n)
     pack(x, out, count, 0, 1.0, buf)
     unpack(x, 0, count, buf)
+    pack_rows(f, 0, count, buf)
+    add_rows(f, out, count, buf)
+    checksum(buf, count)
     leaving(x, n, 0, 0.0, 3.0)

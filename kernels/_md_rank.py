@@ -60,6 +60,9 @@ class Atoms:
     def __init__(self, cart, box, params, MPI):
         self.cart, self.box, self.MPI = cart, box, MPI
         self.dt = params["dt"]
+        self.newton = params.get("newton", "on") == "on"
+        self.bad = None  # (step, text) of the first message whose checksum did not match
+        self.checked = 0  # messages whose checksum was checked
         self.shifts = [cart.Shift(axis, 1) for axis in range(3)]  # (below, above) per axis
         self.x, self.v, self.ids = loops.lattice(box.cells, box.a, box.lo, box.hi, params["seed"], loops.BASIS)
         self.nlocal = self.x.shape[0]
@@ -90,21 +93,40 @@ class Atoms:
         if self.recvbuf.size < doubles:
             self.recvbuf = np.empty(int(doubles * 1.25) + 64)
 
+    def _exchange(self, count, dest, nrecv, src, tag, step, what):
+        """``sendbuf[:3 count]`` with its checksum to ``dest``; ``recvbuf[:3 nrecv]`` from ``src``,
+        its checksum checked: the exact sum of what was packed, so any changed bit shows."""
+        buf = self.sendbuf[:3 * count + 1]
+        buf[3 * count] = loops.checksum(buf, 3 * count)
+        if step == self.corrupt_at and count and what == "positions":
+            buf[0] += CORRUPT_SHIFT  # after the checksum, as a fault on the way would be
+            self.corrupt_at = None  # one message only
+        into = self.recvbuf[:3 * nrecv + 1]
+        self.cart.Sendrecv([buf, self.MPI.DOUBLE], dest, tag, [into, self.MPI.DOUBLE], src, tag)
+        self.checked += 1
+        if into[3 * nrecv] != loops.checksum(into, 3 * nrecv) and self.bad is None:
+            self.bad = (step, f"{what} from rank {src} at step {step}: checksum differs")
+        return into
+
     def send(self, swap, step):
         """Positions of one swap's atoms to its neighbour, and the neighbour's into our ghost rows."""
         count = swap.sendlist.size
-        buf = self.sendbuf[:3 * count]
-        loops.pack(self.x, swap.sendlist, count, swap.axis, swap.shift, buf)
-        if step == self.corrupt_at and count:
-            buf[swap.axis::3] += CORRUPT_SHIFT
-            self.corrupt_at = None  # one message only
-        into = self.recvbuf[:3 * swap.nrecv]
-        self.cart.Sendrecv([buf, self.MPI.DOUBLE], swap.dest, swap.tag, [into, self.MPI.DOUBLE], swap.src, swap.tag)
+        loops.pack(self.x, swap.sendlist, count, swap.axis, swap.shift, self.sendbuf)
+        into = self._exchange(count, swap.dest, swap.nrecv, swap.src, swap.tag, step, "positions")
         loops.unpack(self.x, swap.first, swap.nrecv, into)
 
     def forward(self, step):
         for swap in self.swaps:
             self.send(swap, step)
+
+    def reverse(self, step):
+        """Forces on ghosts back to their owners, the swaps in reverse order (a ghost of a ghost
+        hands its force to the ghost it came from, which hands it on)."""
+        for swap in reversed(self.swaps):
+            loops.pack_rows(self.f, swap.first, swap.nrecv, self.sendbuf)
+            into = self._exchange(swap.nrecv, swap.src, swap.sendlist.size, swap.dest, 50 + swap.tag, step,
+                                  "ghost forces")
+            loops.add_rows(self.f, swap.sendlist, swap.sendlist.size, into)
 
     def migrate(self):
         """Atoms that left the box go to the neighbour in that direction, axis by axis (an atom
@@ -160,7 +182,7 @@ class Atoms:
                             x.shape[0], nrecv)
                 x = np.concatenate([x, np.empty((nrecv, 3))])
                 self.x = x
-                self._buffers(3 * max(count, nrecv))
+                self._buffers(3 * max(count, nrecv) + 1)
                 self.send(swap, step)
                 self.swaps.append(swap)
         self.x = np.ascontiguousarray(x)
@@ -176,14 +198,15 @@ class Atoms:
             self.neigh = np.empty(int(n * guess) + 64, dtype=np.int32)
         while True:
             got = loops.build(self.x, n, self.x.shape[0], self.box.lo, self.box.hi, self.box.reach,
-                              self.neigh, self.numneigh, self.start)
+                              self.neigh, self.numneigh, self.start, self.newton)
             if got >= 0:
                 return got
             self.neigh = np.empty(int(-got * 1.2) + 64, dtype=np.int32)
 
     def force(self, energy: bool) -> float:
         cut2 = self.box.cutoff * self.box.cutoff
-        return loops.force(self.x, self.f, self.nlocal, self.neigh, self.numneigh, self.start, cut2, energy)
+        return loops.force(self.x, self.f, self.nlocal, self.neigh, self.numneigh, self.start, cut2, energy,
+                           self.newton)
 
 
 PHASES = ("force_s", "neighbour_s", "comm_s", "migrate_s", "reduce_s", "integrate_s")
@@ -211,7 +234,10 @@ def simulate(cart, params, dims, MPI):
                        "etotal": (total[0] + total[1]) / n, "atoms": int(total[5]),
                        "momentum": float(np.linalg.norm(total[2:5])) / n / np.sqrt(max(t, 1e-12))})
 
-    reduce(0, atoms.force(True))
+    pe = atoms.force(True)
+    if atoms.newton:
+        atoms.reverse(0)
+    reduce(0, pe)
     spent = dict.fromkeys(PHASES, 0.0)
     rebuilds, most_pairs = 0, pairs
     cart.Barrier()
@@ -236,9 +262,14 @@ def simulate(cart, params, dims, MPI):
         energy = step % every == 0 or step == steps
         pe = atoms.force(energy)
         t4 = clock()
+        spent["force_s"] += t4 - t3
+        if atoms.newton:
+            atoms.reverse(step)
+            t4b = clock()
+            spent["comm_s"] += t4b - t4
+            t4 = t4b
         loops.integrate_second(atoms.v, atoms.f, atoms.nlocal, atoms.dt)
         t5 = clock()
-        spent["force_s"] += t4 - t3
         spent["integrate_s"] += t5 - t4
         if energy:
             reduce(step, pe)
@@ -247,7 +278,7 @@ def simulate(cart, params, dims, MPI):
     slowest = np.empty(1 + len(PHASES))
     cart.Allreduce(np.array([elapsed, *spent.values()]), slowest, MPI.MAX)
     own = {"rank": rank, "atoms": atoms.nlocal, "ghosts": atoms.x.shape[0] - atoms.nlocal,
-           "pairs": most_pairs, "strays": atoms.strays, "migrated": atoms.migrated, "wrapped": atoms.wrapped}
+           "pairs": most_pairs, "strays": atoms.strays, "bad": atoms.bad, "checked": atoms.checked, "migrated": atoms.migrated, "wrapped": atoms.wrapped}
     everyone = cart.gather(own, root=0)
     if rank != 0:
         return None
@@ -279,6 +310,8 @@ def _metrics(params, box, slowest, thermo, everyone, rebuilds):
         "skin": params["skin"],
         "steps": steps,
         "rebuilds": rebuilds,
+        "newton": params.get("newton", "on"),
+        "messages_checked": sum(e["checked"] for e in everyone),
         "system": params.get("system") or "lj",
         "weak": params["weak"],
     }
@@ -288,6 +321,10 @@ def _metrics(params, box, slowest, thermo, everyone, rebuilds):
 
 def _verdict(box, thermo, everyone) -> dict:
     problems = []
+    bad = sorted((e["bad"] + (e["rank"],) for e in everyone if e["bad"]))
+    if bad:
+        more = f" (and {len(bad) - 1} more ranks)" if len(bad) > 1 else ""
+        problems.append(f"rank {bad[0][2]}: {bad[0][1]}{more}")
     strays = [(e["rank"], e["strays"]) for e in everyone if e["strays"]]
     if strays:
         problems.append(f"{sum(s for _, s in strays)} atoms arrived outside their new box (ranks "
@@ -306,6 +343,7 @@ def _verdict(box, thermo, everyone) -> dict:
     if problems:
         return {"passed": False, "detail": "; ".join(problems)}
     return {"passed": True,
-            "detail": f"{box.natoms} atoms at {len(thermo)} thermo steps; momentum per atom <= "
+            "detail": f"{sum(e['checked'] for e in everyone)} messages' checksums; "
+                      f"{box.natoms} atoms at {len(thermo)} thermo steps; momentum per atom <= "
                       f"{max(row['momentum'] for row in thermo):.2g} (bound {MOMENTUM_BOUND:g}); energy drift "
                       f"{drift:.2g} (bound {ENERGY_DRIFT_BOUND:g})"}

@@ -42,9 +42,10 @@ SYSTEMS = {"lj": LJ, "stmv": {"cells": (64, 64, 65), "cutoff": 5.8}}
 ENERGY_DRIFT_BOUND = 1e-2
 # Total momentum per atom, in units of one atom's thermal velocity. The start has none, and
 # Newton's third law holds pair by pair, so only rounding remains: measured at most 2e-16 at
-# 1, 2 and 4 ranks and on the defaults; one corrupted ghost message leaves 5e-4 (2,048 atoms).
+# 1, 2 and 4 ranks and on the defaults. (With --newton off a corrupted ghost message also shows
+# here, 5e-4 at 2,048 atoms; every message carries a checksum besides.)
 MOMENTUM_BOUND = 1e-10
-CORRUPT_SHIFT = 0.1  # sigma: what --corrupt-step adds to the positions of one ghost message
+CORRUPT_SHIFT = 0.1  # sigma: what --corrupt-step adds to one position of one ghost message
 
 
 def cells_arg(text: str) -> tuple[int, int, int]:
@@ -88,11 +89,15 @@ def add_arguments(parser):
     parser.add_argument("--thermo-every", type=int_range(1, 10**7), default=50, metavar="N",
                         help="sum kinetic and potential energy over all ranks every N steps, and at the "
                              "first and last (default 50)")
+    parser.add_argument("--newton", choices=("on", "off"), default="on",
+                        help="on (default, as LAMMPS): a pair with a ghost is computed by one rank and the "
+                             "ghost's force goes back to its owner, a second message per swap and step; "
+                             "off: both ranks compute it, positions only travel (miniMD's newton off)")
     parser.add_argument("--seed", type=int_range(0, 2**62), default=87287,
                         help="velocity seed (default 87287, LAMMPS's in.lj)")
     parser.add_argument("--corrupt-step", type=int_range(1), default=None, metavar="S",
-                        help="self-test: rank 0 shifts the atoms of one ghost message it sends at step "
-                             f"S by {CORRUPT_SHIFT} sigma; the run must come out invalid")
+                        help="self-test: rank 0 alters one position in a ghost message it sends at step S "
+                             f"(by {CORRUPT_SHIFT} sigma, after its checksum); the run must come out invalid")
 
 
 # --- the physics as numbers: pure functions, shared by check() and the ranks ---
@@ -137,6 +142,8 @@ def check(params, ranks):
                         ("--thermo-every", "thermo_every")):
         if not _whole(params[key]) or params[key] < 1:
             raise UsageError(f"{option}: {params[key]!r} is not allowed; use a whole number >= 1")
+    if params.get("newton", "on") not in ("on", "off"):
+        raise UsageError(f"--newton: {params['newton']!r} is not allowed; choose on or off")
     if params.get("system", "lj") not in SYSTEMS:
         raise UsageError(f"--system: {params['system']!r} is not allowed; choose from {', '.join(sorted(SYSTEMS))}")
     for option, key, low, high in (("--density", "density", 0.05, 2.0), ("--temperature", "temperature", 0.0, 100.0),

@@ -32,8 +32,9 @@ def fcc_lattice_energy(cutoff: float, density: float) -> float:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = {}
-    for ranks in (1, 2, 4):
-        done, record = direct_launch("md", ranks, SMALL, tmp_path_factory.mktemp(f"md{ranks}"))
+    for ranks, extra in ((1, []), (2, []), (4, []), ("2 newton off", ["--newton", "off"])):
+        n = ranks if isinstance(ranks, int) else 2
+        done, record = direct_launch("md", n, [*SMALL, *extra], tmp_path_factory.mktemp(f"md{n}"))
         assert done.returncode == 0, done.stderr[-3000:]
         out[ranks] = record
     return out
@@ -45,6 +46,8 @@ def test_runs_validates_and_conserves(runs, ranks, dims):
     assert record["status"] == "ok" and record["validation"]["passed"], record["validation"]
     m = record["metrics"]
     assert m["dims"] == dims and m["atoms"] == 1372 and m["steps"] == 60 and m["rebuilds"] == 6
+    # six swaps a step, forward and back (newton on), and once more at set-up
+    assert m["messages_checked"] == ranks * 6 * 2 * 61
     assert [row["step"] for row in m["thermo"]] == [0, 20, 40, 60]
     assert all(row["atoms"] == 1372 for row in m["thermo"])
     assert m["momentum_per_atom"] < 1e-13
@@ -56,10 +59,11 @@ def test_runs_validates_and_conserves(runs, ranks, dims):
         assert 0 < m[phase] <= m["elapsed_s"]
 
 
-def test_the_same_trajectory_at_one_two_and_four_ranks(runs):
+def test_the_same_trajectory_at_one_two_and_four_ranks_with_newton_on_and_off(runs):
     energies = {ranks: np.array([[row["pe"], row["ke"], row["etotal"]] for row in record["metrics"]["thermo"]])
                 for ranks, record in runs.items()}
-    for ranks in (2, 4):
+    assert runs["2 newton off"]["status"] == "ok" and runs["2 newton off"]["metrics"]["newton"] == "off"
+    for ranks in (2, 4, "2 newton off"):
         assert np.allclose(energies[ranks], energies[1], rtol=AGREE, atol=0), (energies[ranks], energies[1])
     # the run did go somewhere: the crystal melted, so agreement is not agreement of a frozen state
     assert energies[1][-1, 0] > energies[1][0, 0] + 0.5
@@ -83,11 +87,15 @@ def test_atoms_migrate_across_boxes_and_periodic_edges(runs):
     assert runs[4]["metrics"]["migrated"] > runs[4]["metrics"]["migrated_across_edges"]
 
 
-def test_corrupt_step_is_invalid(tmp_path):
-    done, record = direct_launch("md", 2, [*SMALL, "--corrupt-step", "13"], tmp_path)
+@pytest.mark.parametrize("newton", ["on", "off"])
+def test_corrupt_step_is_invalid(tmp_path, newton):
+    done, record = direct_launch("md", 2, [*SMALL, "--corrupt-step", "13", "--newton", newton], tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     assert record["status"] == "invalid" and record["validation"]["passed"] is False
-    assert "momentum" in record["validation"]["detail"], record["validation"]
+    detail = record["validation"]["detail"]
+    assert "rank 1: positions from rank 0 at step 13: checksum differs" in detail, detail
+    if newton == "off":  # the ranks computed the pair from different positions: momentum is off too
+        assert "momentum" in detail, detail
 
 
 def test_refuses_boxes_thinner_than_cutoff_plus_skin(tmp_path):

@@ -12,16 +12,16 @@ from vnetbench.kernels import defaults, md, parse_params
 from vnetbench.kernels._md_rank import Box
 
 
-def pair_forces(positions, nlocal, cutoff=2.5, skin=0.3):
+def pair_forces(positions, nlocal, cutoff=2.5, skin=0.3, newton=True):
     """Forces and potential energy of ``positions`` (locals first) through md's list build and force loop."""
     x = np.array(positions, dtype=np.float64)
     lo, hi = np.full(3, -5.0), np.full(3, 5.0)
     neigh = np.empty(64, dtype=np.int32)
     numneigh = np.empty(nlocal, dtype=np.int32)
     start = np.empty(nlocal, dtype=np.int64)
-    assert loops.build(x, nlocal, x.shape[0], lo, hi, cutoff + skin, neigh, numneigh, start) >= 0
+    assert loops.build(x, nlocal, x.shape[0], lo, hi, cutoff + skin, neigh, numneigh, start, newton) >= 0
     f = np.zeros_like(x)
-    pe = loops.force(x, f, nlocal, neigh, numneigh, start, cutoff * cutoff, True)
+    pe = loops.force(x, f, nlocal, neigh, numneigh, start, cutoff * cutoff, True, newton)
     return f, pe
 
 
@@ -43,12 +43,25 @@ def test_beyond_the_cutoff_there_is_no_force_but_the_pair_stays_listed():
     assert pe == 0 and not f.any()
 
 
-def test_a_ghost_partner_gets_no_force_and_half_the_energy():
+def test_newton_off_a_ghost_partner_gets_no_force_and_half_the_energy():
     # its owner computes the same pair for its own atom: each side counts half the energy
-    f, pe = pair_forces([[0, 0, 0], [1.2, 0, 0]], 1)
+    f, pe = pair_forces([[0, 0, 0], [1.2, 0, 0]], 1, newton=False)
     energy, magnitude = md.lj_pair(1.2)
     assert pe == pytest.approx(energy / 2, rel=1e-13)
     assert f[0] == pytest.approx([-magnitude, 0, 0], rel=1e-13) and not f[1].any()
+
+
+@pytest.mark.parametrize("ghost, kept", [([1.2, 0, 0], True), ([-1.2, 0, 0], False), ([0, 0.9, 0.5], True),
+                                         ([0.3, -0.2, -1.0], False), ([0, -0.1, 1.0], True)])
+def test_newton_on_one_of_the_two_ranks_keeps_a_ghost_pair(ghost, kept):
+    # the owner of the ghost sees this atom as a ghost at minus the offset: exactly one side keeps it
+    f, pe = pair_forces([[0, 0, 0], ghost], 1)
+    mirrored_f, mirrored_pe = pair_forces([[0, 0, 0], [-c for c in ghost]], 1)
+    energy, _ = md.lj_pair(float(np.linalg.norm(ghost)))
+    assert (pe, mirrored_pe) == ((pytest.approx(energy, rel=1e-13), 0.0) if kept
+                                 else (0.0, pytest.approx(energy, rel=1e-13)))
+    kept_f = f if kept else mirrored_f
+    assert kept_f[1] == pytest.approx(-kept_f[0], rel=1e-15) and kept_f[1].any()  # the ghost's force goes back
 
 
 def test_lattice_boxes_of_a_grid_hold_every_atom_once_with_the_same_velocities():
