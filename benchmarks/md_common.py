@@ -89,6 +89,19 @@ def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int,
     return {"loop_s": loop, "atoms": atoms, "steps": nsteps}
 
 
+def retried(run, log, attempts: int = 3):
+    """``run()``, again (up to ``attempts`` times in all) when it failed because something outside
+    killed it (SIGKILL, as the cleanup of a concurrent test tier on a shared machine does)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return run()
+        except BenchError as exc:
+            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL", "status -9")):
+                raise
+            log(f"killed from outside, running it again ({exc})")
+    raise AssertionError("unreachable")
+
+
 def loadavg() -> float:
     with open("/proc/loadavg") as handle:
         return float(handle.read().split()[0])

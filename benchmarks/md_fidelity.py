@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import BenchError, loadavg, run_lammps, run_md, vnetbench, write_input  # noqa: E402
+from md_common import BenchError, loadavg, retried, run_lammps, run_md, vnetbench, write_input  # noqa: E402
 
 GOAL_PP = 5.0
 BUILD = Path(__file__).resolve().parent / "build"
@@ -100,12 +100,13 @@ def measure(args, log) -> dict:
                         for side in order:
                             load = loadavg()
                             if side == "md":
-                                record = run_md(files[name], args.ranks, p["cells"], p["cutoff"], p["steps"],
-                                                store, 1800)
+                                record = retried(lambda: run_md(files[name], args.ranks, p["cells"], p["cutoff"],
+                                                                p["steps"], store, 1800), log)
                                 seconds = record["metrics"]["elapsed_s"]
                             else:
-                                seconds = run_lammps(files[name], args.ranks, p["cells"], p["cutoff"], p["steps"],
-                                                     infile, 1800)["loop_s"]
+                                seconds = retried(lambda: run_lammps(files[name], args.ranks, p["cells"],
+                                                                     p["cutoff"], p["steps"], infile, 1800),
+                                                  log)["loop_s"]
                             samples[physics][name][side].append({"loop_s": seconds, "loadavg_before": load})
                             log(f"rep {rep + 1}, {physics}, {name}, {side}: {seconds:.3f} s (load {load:.2f})")
         finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import BenchError, loadavg, run_lammps, run_md, write_input  # noqa: E402
+from md_common import BenchError, loadavg, retried, run_lammps, run_md, write_input  # noqa: E402
 
 GOAL = 0.8
 
@@ -56,10 +56,12 @@ def measure(args, log) -> dict:
                 for side in order:
                     load = loadavg()
                     if side == "md":
-                        m = run_md("native", ranks, args.cells, args.cutoff, args.steps, store, 1800)["metrics"]
+                        m = retried(lambda: run_md("native", ranks, args.cells, args.cutoff, args.steps, store,
+                                                   1800), log)["metrics"]
                         rate = m["atom_steps_per_s"]
                     else:
-                        out = run_lammps("native", ranks, args.cells, args.cutoff, args.steps, infile, 1800)
+                        out = retried(lambda: run_lammps("native", ranks, args.cells, args.cutoff, args.steps,
+                                                         infile, 1800), log)
                         rate = out["atoms"] * out["steps"] / out["loop_s"]
                     samples[ranks][side].append({"atom_steps_per_s": rate, "loadavg_before": load})
                     log(f"rep {rep + 1}, {ranks} rank(s), {side}: {rate / 1e6:.3f} M atom-steps/s (load {load:.2f})")
