@@ -41,7 +41,8 @@ def parse(argv):
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of each run (default 3)")
     parser.add_argument("--ranks", type=int, default=2, help="ranks (default 2)")
     parser.add_argument("--four", action="store_true", help="also the 4-VM presets (needs --ranks 4 or more)")
-    parser.add_argument("--physics", default=",".join(PHYSICS), help=f"subset of: {'; '.join(PHYSICS)} (comma-separated)")
+    parser.add_argument("--physics", default=",".join(PHYSICS),
+                        help=f"subset of: {'; '.join(PHYSICS)} (comma-separated)")
     parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.ranks < 1:
@@ -155,7 +156,8 @@ def main(argv=None) -> int:
               f"within {GOAL_PP:g} pp |")
         print("|---|---|---|---|---|---|---|---|")
         for r in result["rows"]:
-            print(f"| {r['physics']} | {r['topology']} | {r['lammps_native_s']:.2f} | {r['lammps_overhead_pct']:+.1f}% | "
+            print(f"| {r['physics']} | {r['topology']} | {r['lammps_native_s']:.2f} | "
+                  f"{r['lammps_overhead_pct']:+.1f}% | "
                   f"{r['md_native_s']:.2f} | {r['md_overhead_pct']:+.1f}% | {r['gap_pp']:+.1f} pp | "
                   f"{'yes' if r['met'] else 'NO'} |")
     return 0 if all(r["met"] for r in result["rows"]) else 1

@@ -278,7 +278,8 @@ def simulate(cart, params, dims, MPI):
     slowest = np.empty(1 + len(PHASES))
     cart.Allreduce(np.array([elapsed, *spent.values()]), slowest, MPI.MAX)
     own = {"rank": rank, "atoms": atoms.nlocal, "ghosts": atoms.x.shape[0] - atoms.nlocal,
-           "pairs": most_pairs, "strays": atoms.strays, "bad": atoms.bad, "checked": atoms.checked, "migrated": atoms.migrated, "wrapped": atoms.wrapped}
+           "pairs": most_pairs, "strays": atoms.strays, "bad": atoms.bad, "checked": atoms.checked,
+           "migrated": atoms.migrated, "wrapped": atoms.wrapped}
     everyone = cart.gather(own, root=0)
     if rank != 0:
         return None
