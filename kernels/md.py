@@ -11,7 +11,6 @@ follows from the physics: the cutoff and density set the work per atom, the box 
 bytes exchanged. ``--system stmv`` sizes it like the study's STMV (see ``SYSTEMS``).
 """
 
-import argparse
 import math
 import os
 
@@ -20,7 +19,7 @@ import numpy as np
 from vnetbench.errors import UsageError
 from vnetbench.options import float_range, int_range
 
-from .halo import process_dims
+from .halo import grid, process_dims
 
 DESCRIPTION = "Lennard-Jones molecular dynamics: fcc start, Verlet lists, 6-way ghost exchange, migration, NVE"
 MIN_RANKS = 1
@@ -48,27 +47,13 @@ MOMENTUM_BOUND = 1e-10
 CORRUPT_SHIFT = 0.1  # sigma: what --corrupt-step adds to one position of one ghost message
 
 
-def cells_arg(text: str) -> tuple[int, int, int]:
-    """argparse type: 'NX,NY,NZ' or one number for a cube, each >= 1."""
-    parts = text.split(",")
-    try:
-        values = tuple(int(part) for part in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not NX,NY,NZ (three whole numbers)") from None
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3 or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; use NX,NY,NZ with each >= 1")
-    return values
-
-
 def add_arguments(parser):
     parser.add_argument("--system", choices=sorted(SYSTEMS), default="lj",
                         help="lj (default): LAMMPS's bench/in.lj, 40x40x40 fcc cells (256,000 atoms), "
                              "cutoff 2.5; stmv: 64x64x65 cells (1,064,960 atoms, like the study's "
                              "1,066,628), cutoff 5.8 (about 700 neighbours, as a 12 A cutoff at "
                              "biomolecular density); --cells and --cutoff override either")
-    parser.add_argument("--cells", type=cells_arg, default=None, metavar="NX[,NY,NZ]",
+    parser.add_argument("--cells", type=grid, default=None, metavar="NX[,NY,NZ]",
                         help="fcc unit cells of the periodic box, 4 atoms each (default: the system's)")
     parser.add_argument("--weak", action="store_true",
                         help="weak scaling: --cells is each rank's share, and the box grows with the "
@@ -198,10 +183,11 @@ def default_timeout(params, ranks):
     atoms = 4 * math.prod(box_cells(params, dims))
     reach = physics(params)["cutoff"] + params["skin"]
     pairs = 0.7 * neighbours_within(reach, params["density"])
-    # pessimistic: 10 ns per listed pair and step, lists at 10x a step, ranks sharing cores
-    crowding = max(1.0, ranks / (os.cpu_count() or 1))
-    per_step = atoms / ranks * pairs * 10e-9 * (1 + 10 / params["rebuild_every"]) + 1e-3
-    return 120.0 + params["steps"] * per_step * crowding * min(ranks, os.cpu_count() or 1)
+    # pessimistic: 20 ns per listed pair and step (measured 7), a list build costing 10 steps,
+    # the atoms spread over no more ranks than there are cpus
+    workers = max(1, min(ranks, os.cpu_count() or 1))
+    per_step = atoms / workers * pairs * 20e-9 * (1 + 10 / params["rebuild_every"]) + 1e-3
+    return 120.0 + params["steps"] * per_step
 
 
 def _whole(value) -> bool:
