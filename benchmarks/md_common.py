@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 IN_LJ = """\
@@ -89,16 +90,18 @@ def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int,
     return {"loop_s": loop, "atoms": atoms, "steps": nsteps}
 
 
-def retried(run, log, attempts: int = 3):
-    """``run()``, again (up to ``attempts`` times in all) when it failed because something outside
-    killed it (SIGKILL, as the cleanup of a concurrent test tier on a shared machine does)."""
+def retried(run, log, attempts: int = 5, pause: float = 30.0):
+    """``run()``, again (up to ``attempts`` times in all, ``pause`` s apart) when it failed because
+    something outside killed it: on a shared machine the clean-up of a concurrent test tier kills
+    the MPI processes it did not see before it started."""
     for attempt in range(1, attempts + 1):
         try:
             return run()
         except BenchError as exc:
-            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL", "status -9")):
+            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL")):
                 raise
-            log(f"killed from outside, running it again ({exc})")
+            log(f"killed from outside, running it again in {pause:g} s ({str(exc)[:200]})")
+            time.sleep(pause)
     raise AssertionError("unreachable")
 
 
