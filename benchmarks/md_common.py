@@ -39,8 +39,21 @@ run $n
 LOOP = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
 
 
+# scratch space beside the scripts (ignored by git), not /tmp: the emulation and fault tests of a
+# concurrent checkout remove files that appear in /tmp while they run
+BUILD = Path(__file__).resolve().parent / "build"
+
+
 class BenchError(RuntimeError):
     pass
+
+
+def scratch(prefix: str):
+    """A temporary directory under ``BUILD``, removed when the ``with`` block ends."""
+    import tempfile
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=BUILD)
 
 
 def vnetbench() -> str:

@@ -22,16 +22,14 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import BenchError, loadavg, retried, run_lammps, run_md, vnetbench, write_input  # noqa: E402
+from md_common import BenchError, loadavg, retried, run_lammps, run_md, scratch, vnetbench, write_input  # noqa: E402
 
 GOAL_PP = 5.0
-BUILD = Path(__file__).resolve().parent / "build"
 PHYSICS = {"in.lj (cutoff 2.5)": {"cells": 40, "cutoff": 2.5, "steps": 100},
            "long cutoff (5.0)": {"cells": 30, "cutoff": 5.0, "steps": 40}}
 
@@ -82,9 +80,7 @@ def topology(action: str, spec: str) -> None:
 def measure(args, log) -> dict:
     names = ["native", "2vm-1vswitch", "2vm-2vswitch"] + (["4vm-1vswitch", "4vm-4vswitch"] if args.four else [])
     samples = {p: {t: {"md": [], "lammps": []} for t in names} for p in args.physics}
-    # not under /tmp: the emulation and fault tests of a concurrent checkout remove new files there
-    BUILD.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="md-fidelity-", dir=BUILD) as tmp:
+    with scratch("md-fidelity-") as tmp:
         directory = Path(tmp)
         infile, store = write_input(directory), directory / "results.jsonl"
         files = private_files(names, directory)

@@ -15,13 +15,12 @@ Exit 0 when the goal is met, 1 when not or a run failed, 2 when it cannot run.
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import BenchError, loadavg, retried, run_lammps, run_md, write_input  # noqa: E402
+from md_common import BenchError, loadavg, retried, run_lammps, run_md, scratch, write_input  # noqa: E402
 
 GOAL = 0.8
 
@@ -48,7 +47,7 @@ def parse(argv):
 
 def measure(args, log) -> dict:
     samples = {n: {"md": [], "lammps": []} for n in args.ranks}
-    with tempfile.TemporaryDirectory(prefix="vnetbench-md-speed-") as tmp:
+    with scratch("md-speed-") as tmp:
         infile, store = write_input(Path(tmp)), Path(tmp) / "results.jsonl"
         for rep in range(args.repeat):
             for ranks in args.ranks:
