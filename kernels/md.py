@@ -3,9 +3,10 @@
 Atoms start on an fcc lattice at ``--density`` with velocities drawn at ``--temperature``
 (seeded per atom id, so every rank count starts from the same state). Each rank owns a box of
 the MPI Cartesian grid; every step it receives, in six staged swaps (x, then y, then z, as
-miniMD does), the positions of the ghost atoms within cutoff + skin of its box; every
+miniMD does), the positions of the ghost atoms within cutoff + skin of its box, and (``--newton
+on``, LAMMPS's default) sends the forces its pairs put on those ghosts back to their owners; every
 ``--rebuild-every`` steps atoms that left migrate to their new owner, the ghost lists are made
-again and the Verlet lists rebuilt. Velocity-Verlet NVE; kinetic and potential energy are
+again and the Verlet lists rebuilt. Every message carries a checksum of its values. Velocity-Verlet NVE; kinetic and potential energy are
 summed with an Allreduce every ``--thermo-every`` steps. The compute-to-communication balance
 follows from the physics: the cutoff and density set the work per atom, the box surface the
 bytes exchanged. ``--system stmv`` sizes it like the study's STMV (see ``SYSTEMS``).
