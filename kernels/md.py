@@ -6,8 +6,9 @@ the MPI Cartesian grid; every step it receives, in six staged swaps (x, then y, 
 miniMD does), the positions of the ghost atoms within cutoff + skin of its box, and (``--newton
 on``, LAMMPS's default) sends the forces its pairs put on those ghosts back to their owners; every
 ``--rebuild-every`` steps atoms that left migrate to their new owner, the ghost lists are made
-again and the Verlet lists rebuilt. Every message carries a checksum of its values. Velocity-Verlet NVE; kinetic and potential energy are
-summed with an Allreduce every ``--thermo-every`` steps. The compute-to-communication balance
+again and the Verlet lists rebuilt. Every message carries a checksum of its values.
+Velocity-Verlet NVE; kinetic and potential energy are summed with an Allreduce every
+``--thermo-every`` steps. The compute-to-communication balance
 follows from the physics: the cutoff and density set the work per atom, the box surface the
 bytes exchanged. ``--system stmv`` sizes it like the study's STMV (see ``SYSTEMS``).
 """
