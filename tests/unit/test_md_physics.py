@@ -137,3 +137,10 @@ def test_parsing_refuses_bad_values(argv, option):
 def test_check_passes_the_smoke_options_at_two_and_four_ranks():
     for ranks in (2, 4):
         md.check(parse_params("md", md.SMOKE), ranks)
+
+
+def test_weak_scaling_grows_the_box_with_the_process_grid():
+    params = parse_params("md", ["--cells", "6,5,4", "--weak"])
+    assert md.box_cells(params, [2, 2, 1]) == (12, 10, 4)
+    assert md.box_cells(parse_params("md", ["--cells", "6,5,4"]), [2, 2, 1]) == (6, 5, 4)
+    md.check(params, 4)  # each rank's 6x5x4 cells are thick enough on their own
