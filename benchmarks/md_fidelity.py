@@ -8,8 +8,8 @@ For each physics (LAMMPS's in.lj: cutoff 2.5 at 256,000 atoms; and a longer cuto
 108,000 atoms, so each atom does about 7x the pair work per byte exchanged), runs md (`vnetbench
 run md`) and LAMMPS (`vnetbench exec -- lmp`, pair style lj/cut, the same input numbers) on
 native, 2vm-1vswitch and 2vm-2vswitch (and the 4-VM presets with --four, which needs 4 ranks),
-alternating which goes first. A topology's overhead is its median step-loop time over native's,
-minus 1 (md: ``elapsed_s``; LAMMPS: "Loop time"). Goal: md's overhead within 5 percentage points
+alternating which goes first. A topology's overhead is its best step-loop time over native's best,
+minus 1 (md: ``elapsed_s``; LAMMPS: "Loop time"); the medians are printed beside. Goal: md's overhead within 5 percentage points
 of LAMMPS's on every topology and physics.
 
 Uses copies of the presets named mdfid-PRESET, so that other runs of the presets do not clash.
@@ -114,17 +114,21 @@ def measure(args, log) -> dict:
                     log(f"could not take {spec} down: {exc}")
     rows = []
     for physics in args.physics:
-        base = {side: statistics.median(s["loop_s"] for s in samples[physics]["native"][side])
-                for side in ("md", "lammps")}
+        # best of the repetitions: load from elsewhere only slows a run down, so the fastest run is
+        # the one least disturbed (the medians are kept beside it)
+        def pick(name, side, how):
+            return how(s["loop_s"] for s in samples[physics][name][side])
+
         for name in names[1:]:
-            med = {side: statistics.median(s["loop_s"] for s in samples[physics][name][side])
-                   for side in ("md", "lammps")}
-            over = {side: 100 * (med[side] / base[side] - 1) for side in med}
-            gap = over["md"] - over["lammps"]
-            rows.append({"physics": physics, "topology": name, "md_native_s": base["md"],
-                         "lammps_native_s": base["lammps"], "md_s": med["md"], "lammps_s": med["lammps"],
-                         "md_overhead_pct": over["md"], "lammps_overhead_pct": over["lammps"], "gap_pp": gap,
-                         "met": abs(gap) <= GOAL_PP})
+            row = {"physics": physics, "topology": name}
+            for how, tag in ((min, ""), (statistics.median, "median_")):
+                for side in ("md", "lammps"):
+                    base, here = pick("native", side, how), pick(name, side, how)
+                    row[f"{tag}{side}_native_s"], row[f"{tag}{side}_s"] = base, here
+                    row[f"{tag}{side}_overhead_pct"] = 100 * (here / base - 1)
+                row[f"{tag}gap_pp"] = row[f"{tag}md_overhead_pct"] - row[f"{tag}lammps_overhead_pct"]
+            row["met"] = abs(row["gap_pp"]) <= GOAL_PP
+            rows.append(row)
     return {"ranks": args.ranks, "repeat": args.repeat, "physics": {k: PHYSICS[k] for k in args.physics},
             "goal_pp": GOAL_PP, "rows": rows, "samples": samples}
 
@@ -145,17 +149,17 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        print(f"md and LAMMPS (lj/cut) at {args.ranks} ranks, median of {args.repeat}; overhead = topology / "
-              f"native - 1 of the step-loop time; {result['duration_s']:.0f} s, load average at the end "
-              f"{result['loadavg_end']:.2f}")
+        print(f"md and LAMMPS (lj/cut) at {args.ranks} ranks, best of {args.repeat} (median in brackets); "
+              f"overhead = topology / native - 1 of the step-loop time; {result['duration_s']:.0f} s, load "
+              f"average at the end {result['loadavg_end']:.2f}")
         print("| physics | topology | LAMMPS native s | LAMMPS overhead | md native s | md overhead | gap | "
               f"within {GOAL_PP:g} pp |")
         print("|---|---|---|---|---|---|---|---|")
         for r in result["rows"]:
             print(f"| {r['physics']} | {r['topology']} | {r['lammps_native_s']:.2f} | "
-                  f"{r['lammps_overhead_pct']:+.1f}% | "
-                  f"{r['md_native_s']:.2f} | {r['md_overhead_pct']:+.1f}% | {r['gap_pp']:+.1f} pp | "
-                  f"{'yes' if r['met'] else 'NO'} |")
+                  f"{r['lammps_overhead_pct']:+.1f}% ({r['median_lammps_overhead_pct']:+.1f}%) | "
+                  f"{r['md_native_s']:.2f} | {r['md_overhead_pct']:+.1f}% ({r['median_md_overhead_pct']:+.1f}%) | "
+                  f"{r['gap_pp']:+.1f} pp ({r['median_gap_pp']:+.1f}) | {'yes' if r['met'] else 'NO'} |")
     return 0 if all(r["met"] for r in result["rows"]) else 1
 
 
