@@ -8,9 +8,9 @@ For each physics (LAMMPS's in.lj: cutoff 2.5 at 256,000 atoms; and a longer cuto
 108,000 atoms, so each atom does about 7x the pair work per byte exchanged), runs md (`vnetbench
 run md`) and LAMMPS (`vnetbench exec -- lmp`, pair style lj/cut, the same input numbers) on
 native, 2vm-1vswitch and 2vm-2vswitch (and the 4-VM presets with --four, which needs 4 ranks),
-alternating which goes first. A topology's overhead is its best step-loop time over native's best,
-minus 1 (md: ``elapsed_s``; LAMMPS: "Loop time"); the medians are printed beside. Goal: md's overhead within 5 percentage points
-of LAMMPS's on every topology and physics.
+alternating which goes first. A topology's overhead is its best step-loop time over native's
+best, minus 1 (md: ``elapsed_s``; LAMMPS: "Loop time"); the medians are printed beside. Goal:
+md's overhead within 5 percentage points of LAMMPS's on every topology and physics.
 
 Uses copies of the presets named mdfid-PRESET, so that other runs of the presets do not clash.
 Needs root. Exit 0 when every goal is met, 1 when one is missed or a run failed, 2 when it cannot run.
@@ -112,8 +112,13 @@ def measure(args, log) -> dict:
                     topology("down", spec)
                 except (BenchError, subprocess.SubprocessError) as exc:
                     log(f"could not take {spec} down: {exc}")
+    return {"ranks": args.ranks, "repeat": args.repeat, "physics": {k: PHYSICS[k] for k in args.physics},
+            "goal_pp": GOAL_PP, "rows": overheads(samples, args.physics, names), "samples": samples}
+
+
+def overheads(samples, physics_names, names) -> list[dict]:
     rows = []
-    for physics in args.physics:
+    for physics in physics_names:
         # best of the repetitions: load from elsewhere only slows a run down, so the fastest run is
         # the one least disturbed (the medians are kept beside it)
         def pick(name, side, how):
@@ -129,8 +134,7 @@ def measure(args, log) -> dict:
                 row[f"{tag}gap_pp"] = row[f"{tag}md_overhead_pct"] - row[f"{tag}lammps_overhead_pct"]
             row["met"] = abs(row["gap_pp"]) <= GOAL_PP
             rows.append(row)
-    return {"ranks": args.ranks, "repeat": args.repeat, "physics": {k: PHYSICS[k] for k in args.physics},
-            "goal_pp": GOAL_PP, "rows": rows, "samples": samples}
+    return rows
 
 
 def main(argv=None) -> int:
