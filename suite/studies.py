@@ -60,10 +60,11 @@ def _kernel_available(name: str) -> bool:
         return False
 
 
-# md at the stmv preset on this project's 2-cpu development machine (2 ranks, native, the machine
-# shared with other work): about STMV_STEP_S per step and STMV_SETUP_S of start-up per run (launch,
-# lattice, ghosts, the first lists and forces). The study's 500 steps are scaled down so that the
-# study's runs fit NAMD_BUDGET_S; the step count does not change an overhead (a ratio of loop times).
+# md at the stmv preset on this project's 2-cpu development machine (2 ranks, native): 1.6-1.8 s per
+# step and 10-12 s of start-up per run (launch, lattice, ghosts, the first lists and forces), measured
+# while other agents kept the machine about half busy (a run at load 3.7 took 3.8 s per step). The
+# study's 500 steps are scaled down so that its runs fit NAMD_BUDGET_S; the step count does not
+# change an overhead (a ratio of step-loop times).
 STMV_STEP_S = 1.6
 STMV_SETUP_S = 12.0
 NAMD_BUDGET_S = 15 * 60
