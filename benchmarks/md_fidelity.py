@@ -88,7 +88,7 @@ def measure(args, log) -> dict:
         try:
             for name in names[1:]:
                 topology("up", files[name])  # once for every run: bring-up is not what is measured
-                up.append(f"mdfid-{name}")
+                up.append(files[name])
             for rep in range(args.repeat):
                 for physics in args.physics:
                     p = PHYSICS[physics]
