@@ -12,6 +12,7 @@ import importlib
 KERNELS = {
     "stream": "stream",
     "halo": "halo",
+    "md": "md",
     "pingpong": "pingpong",
     "allreduce": "allreduce",
 }

@@ -127,7 +127,8 @@ def test_bad_input_exits_2_before_anything_starts(store, args, message):
 @pytest.mark.timeout(600)
 def test_default_sweep_runs_end_to_end_at_tiny_sizes(store):
     study = studies.quick(usable_cpus())
-    tiny = ["--steps", "5", "--global", "12,12,12"] if study.kernel == "halo" else TINY_ALLREDUCE
+    tiny = {"halo": ["--steps", "5", "--global", "12,12,12"],
+            "md": ["--steps", "5", "--cells", "8"]}.get(study.kernel, TINY_ALLREDUCE)
     proc = vnetbench("sweep", "--store", store, *tiny, timeout=560)
     failures = [(r["topology"]["name"], r["ranks"], r["status"], r["validation"].get("detail"))
                 for r in (stored(store) if store.exists() else []) if r["status"] != "ok"]

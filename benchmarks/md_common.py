@@ -1,0 +1,123 @@
+"""What md_speed.py and md_fidelity.py share: the LAMMPS input for md's problem, the two commands
+(md through `vnetbench run`, LAMMPS through `vnetbench exec`), and reading their times.
+
+LAMMPS is the production MD code Debian packages (`lmp`, pair style lj/cut); its input is
+bench/in.lj with the box, cutoff and steps as variables, so both codes run the same physics:
+fcc at 0.8442, T 1.44 (seed 87287), skin 0.3, dt 0.005, NVE, lists rebuilt every 20 steps
+without checks. LAMMPS's "Loop time" and md's ``elapsed_s`` both time the step loop only.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+IN_LJ = """\
+variable c index 40
+variable rc index 2.5
+variable n index 100
+units lj
+atom_style atomic
+lattice fcc 0.8442
+region box block 0 $c 0 $c 0 $c
+create_box 1 box
+create_atoms 1 box
+mass 1 1.0
+velocity all create 1.44 87287 loop geom
+pair_style lj/cut ${rc}
+pair_coeff 1 1 1.0 1.0 ${rc}
+neighbor 0.3 bin
+neigh_modify delay 0 every 20 check no
+fix 1 all nve
+thermo 50
+run $n
+"""
+
+LOOP = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
+
+
+# scratch space beside the scripts (ignored by git), not /tmp: the emulation and fault tests of a
+# concurrent checkout remove files that appear in /tmp while they run
+BUILD = Path(__file__).resolve().parent / "build"
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def scratch(prefix: str):
+    """A temporary directory under ``BUILD``, removed when the ``with`` block ends."""
+    import tempfile
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=BUILD)
+
+
+def vnetbench() -> str:
+    return str(Path(sys.executable).with_name("vnetbench"))
+
+
+def lammps() -> str:
+    found = shutil.which("lmp")
+    if not found:
+        raise BenchError("no LAMMPS here: install Debian's lammps package (the lmp command)")
+    return found
+
+
+def write_input(directory: Path) -> Path:
+    path = directory / "in.lj"
+    path.write_text(IN_LJ)
+    return path
+
+
+def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, store: Path, timeout: float) -> dict:
+    """One `vnetbench run md`: its record (status ok, or BenchError)."""
+    argv = [vnetbench(), "run", "md", "--topology", topology, "--ranks", str(ranks), "--cells", str(cells),
+            "--cutoff", str(cutoff), "--steps", str(steps), "--json", "--store", str(store)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
+        raise BenchError(f"md on {topology} at {ranks} ranks failed (exit {done.returncode}): "
+                         f"{(records[0]['validation']['detail'] if records else done.stderr[-800:])}")
+    return records[0]
+
+
+def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int, infile: Path,
+               timeout: float) -> dict:
+    """One LAMMPS run through `vnetbench exec`: loop seconds, atoms, steps."""
+    argv = [vnetbench(), "exec", "--topology", topology, "--ranks", str(ranks), "--timeout", str(int(timeout)),
+            "--", lammps(), "-in", str(infile), "-var", "c", str(cells), "-var", "rc", str(cutoff),
+            "-var", "n", str(steps), "-log", "none"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, cwd=infile.parent)
+    found = LOOP.search(done.stdout)
+    if done.returncode != 0 or not found:
+        raise BenchError(f"LAMMPS on {topology} at {ranks} ranks failed (exit {done.returncode}): "
+                         f"{(done.stderr or done.stdout)[-800:]}")
+    loop, procs, nsteps, atoms = float(found[1]), int(found[2]), int(found[3]), int(found[4])
+    if procs != ranks or nsteps != steps or atoms != 4 * cells ** 3:
+        raise BenchError(f"LAMMPS ran {procs} procs, {nsteps} steps, {atoms} atoms; asked {ranks}, {steps}, "
+                         f"{4 * cells ** 3}")
+    return {"loop_s": loop, "atoms": atoms, "steps": nsteps}
+
+
+def retried(run, log, attempts: int = 5, pause: float = 30.0):
+    """``run()``, again (up to ``attempts`` times in all, ``pause`` s apart) when it failed because
+    something outside killed it: on a shared machine the clean-up of a concurrent test tier kills
+    the MPI processes it did not see before it started."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return run()
+        except BenchError as exc:
+            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL")):
+                raise
+            log(f"killed from outside, running it again in {pause:g} s ({str(exc)[:200]})")
+            time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+def loadavg() -> float:
+    with open("/proc/loadavg") as handle:
+        return float(handle.read().split()[0])

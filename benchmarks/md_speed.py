@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""md's speed beside LAMMPS (Debian's lmp, lj/cut) on the same problem, in the same run; prints ratios.
+
+    .venv/bin/python benchmarks/md_speed.py                 # in.lj, 256,000 atoms, 100 steps, 1 and 2 ranks, 3 reps
+    .venv/bin/python benchmarks/md_speed.py --cells 20 --repeat 5
+    .venv/bin/python benchmarks/md_speed.py --json
+
+Both run natively through vnetbench (md with `vnetbench run`, LAMMPS with `vnetbench exec`, the
+same binding), alternating, the order flipped every repetition; the best repetition of each
+side counts (load elsewhere only slows a run down). Speed is atom-steps per second of the step
+loop (set-up excluded on both sides). Goal: md at least 0.8 of LAMMPS at every rank count.
+Exit 0 when the goal is met, 1 when not or a run failed, 2 when it cannot run.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from md_common import BenchError, loadavg, retried, run_lammps, run_md, scratch, write_input  # noqa: E402
+
+GOAL = 0.8
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="md_speed.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cells", type=int, default=40, help="fcc cells per side (default 40: 256,000 atoms)")
+    parser.add_argument("--cutoff", type=float, default=2.5, help="LJ cutoff, sigma (default 2.5)")
+    parser.add_argument("--steps", type=int, default=100, help="time steps (default 100)")
+    parser.add_argument("--ranks", default="1,2", help="rank counts, comma-separated (default 1,2)")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions of each pair (default 3)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
+    args = parser.parse_args(argv)
+    try:
+        args.ranks = [int(n) for n in args.ranks.split(",")]
+    except ValueError:
+        parser.error(f"--ranks: {args.ranks!r} is not allowed; use whole numbers separated by commas")
+    for option, value in (("--cells", args.cells), ("--steps", args.steps), ("--repeat", args.repeat),
+                          ("--ranks", min(args.ranks))):
+        if value < 1:
+            parser.error(f"{option}: {value} is not allowed; use a whole number >= 1")
+    return args
+
+
+def measure(args, log) -> dict:
+    samples = {n: {"md": [], "lammps": []} for n in args.ranks}
+    with scratch("md-speed-") as tmp:
+        infile, store = write_input(Path(tmp)), Path(tmp) / "results.jsonl"
+        for rep in range(args.repeat):
+            for ranks in args.ranks:
+                order = ("md", "lammps") if rep % 2 == 0 else ("lammps", "md")
+                for side in order:
+                    load = loadavg()
+                    if side == "md":
+                        m = retried(lambda: run_md("native", ranks, args.cells, args.cutoff, args.steps, store,
+                                                   1800), log)["metrics"]
+                        rate = m["atom_steps_per_s"]
+                    else:
+                        out = retried(lambda: run_lammps("native", ranks, args.cells, args.cutoff, args.steps,
+                                                         infile, 1800), log)
+                        rate = out["atoms"] * out["steps"] / out["loop_s"]
+                    samples[ranks][side].append({"atom_steps_per_s": rate, "loadavg_before": load})
+                    log(f"rep {rep + 1}, {ranks} rank(s), {side}: {rate / 1e6:.3f} M atom-steps/s (load {load:.2f})")
+    rows = []
+    for ranks in args.ranks:
+        best = {side: max(s["atom_steps_per_s"] for s in samples[ranks][side]) for side in ("md", "lammps")}
+        ratio = best["md"] / best["lammps"]
+        rows.append({"ranks": ranks, "md": best["md"], "lammps": best["lammps"], "ratio": ratio,
+                     "met": ratio >= GOAL})
+    return {"problem": {"cells": args.cells, "atoms": 4 * args.cells ** 3, "cutoff": args.cutoff,
+                        "steps": args.steps}, "goal": GOAL, "rows": rows, "samples": samples}
+
+
+def main(argv=None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    started = time.time()
+    try:
+        result = measure(args, lambda text: print(f"md_speed: {text}", file=sys.stderr, flush=True))
+    except (BenchError, OSError) as exc:
+        print(f"md_speed: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, OSError) else 1
+    result["duration_s"] = round(time.time() - started, 1)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        p = result["problem"]
+        print(f"md vs LAMMPS lj/cut: {p['atoms']} atoms, cutoff {p['cutoff']}, {p['steps']} steps; best of "
+              f"{args.repeat} alternating repetitions; {result['duration_s']:.0f} s")
+        print("| ranks | LAMMPS Matom-steps/s | md Matom-steps/s | md / LAMMPS | goal >= 0.8 |")
+        print("|---|---|---|---|---|")
+        for row in result["rows"]:
+            print(f"| {row['ranks']} | {row['lammps'] / 1e6:.3f} | {row['md'] / 1e6:.3f} | {row['ratio']:.2f} | "
+                  f"{'met' if row['met'] else 'MISSED'} |")
+    return 0 if all(row["met"] for row in result["rows"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""md's rank side: a rank's box and atoms, the staged ghost exchange, migration, and the step loop.
+
+Imported only by ranks (through ``md.run``): it needs MPI and numba.
+"""
+
+from dataclasses import dataclass
+from time import perf_counter as clock
+
+import numpy as np
+
+from . import _md_loops as loops
+from .md import (CORRUPT_SHIFT, ENERGY_DRIFT_BOUND, MOMENTUM_BOUND, box_cells, lattice_constant,
+                 neighbours_within, physics, temperature)
+
+
+class Box:
+    """What one rank derives from geometry alone: the periodic box, its own part, its neighbours.
+    No MPI here, so tests can lay out every rank of a grid in one process."""
+
+    def __init__(self, params, dims, coords):
+        self.dims, self.coords = list(dims), list(coords)
+        self.cells = np.array(box_cells(params, dims), dtype=np.int64)
+        self.a = lattice_constant(params["density"])
+        self.length = self.cells * self.a
+        # neighbouring boxes compute a shared face with the same expression, so they agree on
+        # it to the last bit; the outer faces are exactly 0 and L
+        self.lo = np.array([0.0 if c == 0 else L * c / d for L, c, d in zip(self.length, coords, dims)])
+        self.hi = np.array([L if c == d - 1 else L * (c + 1) / d for L, c, d in zip(self.length, coords, dims)])
+        self.cutoff = physics(params)["cutoff"]
+        self.reach = self.cutoff + params["skin"]
+        self.natoms = 4 * int(self.cells.prod())
+
+    def ghost_shift(self, axis: int, side: int) -> float:
+        """The periodic image a ghost sent towards ``side`` (-1 down, +1 up) along ``axis`` takes."""
+        if side < 0 and self.coords[axis] == 0:
+            return float(self.length[axis])
+        if side > 0 and self.coords[axis] == self.dims[axis] - 1:
+            return -float(self.length[axis])
+        return 0.0
+
+
+@dataclass
+class Swap:
+    """One of the six staged messages: atoms ``sendlist`` go to ``dest``; ``nrecv`` come from ``src``
+    into rows ``first:first + nrecv``."""
+
+    axis: int
+    dest: int
+    src: int
+    tag: int
+    sendlist: np.ndarray
+    shift: float
+    first: int
+    nrecv: int
+
+
+class Atoms:
+    """A rank's atoms (local first, then ghosts) and the messages that keep the ghosts current."""
+
+    def __init__(self, cart, box, params, MPI):
+        self.cart, self.box, self.MPI = cart, box, MPI
+        self.dt = params["dt"]
+        self.newton = params.get("newton", "on") == "on"
+        self.bad = None  # (step, text) of the first message whose checksum did not match
+        self.checked = 0  # messages whose checksum was checked
+        self.shifts = [cart.Shift(axis, 1) for axis in range(3)]  # (below, above) per axis
+        self.x, self.v, self.ids = loops.lattice(box.cells, box.a, box.lo, box.hi, params["seed"], loops.BASIS)
+        self.nlocal = self.x.shape[0]
+        self.f = np.zeros_like(self.x)
+        self.swaps: list[Swap] = []
+        self.sendbuf, self.recvbuf = np.empty(0), np.empty(0)
+        self.neigh = np.empty(0, dtype=np.int32)
+        self.numneigh = self.start = None
+        self.migrated = self.wrapped = 0  # atoms sent to another box, and those across a periodic edge
+        self.strays = 0  # atoms that arrived outside this box: they moved more than a box between rebuilds
+        self.corrupt_at = None  # the step at which this rank corrupts one message (--corrupt-step)
+        self._thermalise(params["temperature"])
+
+    def _thermalise(self, target):
+        # zero the total momentum, then scale to the temperature: LAMMPS's "velocity create"
+        total = np.empty(4)
+        self.cart.Allreduce(np.array([*self.v.sum(axis=0), self.nlocal], dtype=np.float64), total)
+        self.v -= total[:3] / self.box.natoms
+        ke = self.cart.allreduce(float(0.5 * (self.v * self.v).sum()))
+        now = temperature(ke, self.box.natoms)
+        self.v *= np.sqrt(target / now) if now > 0 else 0.0
+        if int(total[3]) != self.box.natoms:
+            raise RuntimeError(f"the lattice gave {int(total[3])} atoms, not {self.box.natoms}")
+
+    def _buffers(self, doubles):
+        if self.sendbuf.size < doubles:
+            self.sendbuf = np.empty(int(doubles * 1.25) + 64)
+        if self.recvbuf.size < doubles:
+            self.recvbuf = np.empty(int(doubles * 1.25) + 64)
+
+    def _exchange(self, count, dest, nrecv, src, tag, step, what):
+        """``sendbuf[:3 count]`` with its checksum to ``dest``; ``recvbuf[:3 nrecv]`` from ``src``,
+        its checksum checked: the exact sum of what was packed, so any changed bit shows."""
+        buf = self.sendbuf[:3 * count + 1]
+        buf[3 * count] = loops.checksum(buf, 3 * count)
+        if step == self.corrupt_at and count and what == "positions":
+            buf[0] += CORRUPT_SHIFT  # after the checksum, as a fault on the way would be
+            self.corrupt_at = None  # one message only
+        into = self.recvbuf[:3 * nrecv + 1]
+        self.cart.Sendrecv([buf, self.MPI.DOUBLE], dest, tag, [into, self.MPI.DOUBLE], src, tag)
+        self.checked += 1
+        if into[3 * nrecv] != loops.checksum(into, 3 * nrecv) and self.bad is None:
+            self.bad = (step, f"{what} from rank {src} at step {step}: checksum differs")
+        return into
+
+    def send(self, swap, step):
+        """Positions of one swap's atoms to its neighbour, and the neighbour's into our ghost rows."""
+        count = swap.sendlist.size
+        loops.pack(self.x, swap.sendlist, count, swap.axis, swap.shift, self.sendbuf)
+        into = self._exchange(count, swap.dest, swap.nrecv, swap.src, swap.tag, step, "positions")
+        loops.unpack(self.x, swap.first, swap.nrecv, into)
+
+    def forward(self, step):
+        for swap in self.swaps:
+            self.send(swap, step)
+
+    def reverse(self, step):
+        """Forces on ghosts back to their owners, the swaps in reverse order (a ghost of a ghost
+        hands its force to the ghost it came from, which hands it on)."""
+        for swap in reversed(self.swaps):
+            loops.pack_rows(self.f, swap.first, swap.nrecv, self.sendbuf)
+            into = self._exchange(swap.nrecv, swap.src, swap.sendlist.size, swap.dest, 50 + swap.tag, step,
+                                  "ghost forces")
+            loops.add_rows(self.f, swap.sendlist, swap.sendlist.size, into)
+
+    def migrate(self):
+        """Atoms that left the box go to the neighbour in that direction, axis by axis (an atom
+        that crossed a corner travels in up to three hops); ghosts are dropped."""
+        box, MPI = self.box, self.MPI
+        x, v, ids = self.x[:self.nlocal], self.v[:self.nlocal], self.ids[:self.nlocal]
+        for axis in range(3):
+            marks = loops.leaving(x, x.shape[0], axis, box.lo[axis], box.hi[axis])
+            keep = marks == 0
+            parts = [(x[keep], v[keep], ids[keep])]
+            below, above = self.shifts[axis]
+            for side, dest, src in ((-1, below, above), (1, above, below)):
+                going = marks == side
+                moving = x[going].copy()
+                shift = box.ghost_shift(axis, side)
+                self.migrated += moving.shape[0]
+                if shift:
+                    self.wrapped += moving.shape[0]
+                    moving[:, axis] += shift
+                    # rounding must not put an atom on the far face of the box, which is outside
+                    np.clip(moving[:, axis], 0.0, np.nextafter(box.length[axis], 0.0), out=moving[:, axis])
+                out = np.concatenate([moving.ravel(), v[going].ravel(), ids[going].astype(np.float64)])
+                tag = 100 + 2 * axis + (side > 0)
+                count = self.cart.sendrecv(int(going.sum()), dest=dest, sendtag=tag, source=src, recvtag=tag)
+                got = np.empty(7 * count)
+                self.cart.Sendrecv([out, MPI.DOUBLE], dest, tag, [got, MPI.DOUBLE], src, tag)
+                gx = got[:3 * count].reshape(count, 3)
+                self.strays += int(((gx[:, axis] < box.lo[axis]) | (gx[:, axis] >= box.hi[axis])).sum())
+                parts.append((gx, got[3 * count:6 * count].reshape(count, 3), got[6 * count:].astype(np.int64)))
+            x = np.concatenate([p[0] for p in parts])
+            v = np.concatenate([p[1] for p in parts])
+            ids = np.concatenate([p[2] for p in parts])
+        self.x, self.v, self.ids, self.nlocal = np.ascontiguousarray(x), np.ascontiguousarray(v), ids, x.shape[0]
+
+    def borders(self, step):
+        """The six swaps: along x, then y, then z, atoms within cutoff + skin of a face (ghosts
+        received along earlier axes included, so edges and corners arrive in two or three hops)."""
+        box = self.box
+        self.swaps = []
+        x = self.x[:self.nlocal]
+        for axis in range(3):
+            before = x.shape[0]
+            below, above = self.shifts[axis]
+            for side, dest, src in ((-1, below, above), (1, above, below)):
+                chosen = np.empty(before, dtype=np.int64)
+                if side < 0:
+                    count = loops.select(x, before, axis, True, box.lo[axis] + box.reach, chosen)
+                else:
+                    count = loops.select(x, before, axis, False, box.hi[axis] - box.reach, chosen)
+                tag = 2 * axis + (side > 0)
+                nrecv = self.cart.sendrecv(count, dest=dest, sendtag=tag, source=src, recvtag=tag)
+                swap = Swap(axis, dest, src, tag, chosen[:count].copy(), box.ghost_shift(axis, side),
+                            x.shape[0], nrecv)
+                x = np.concatenate([x, np.empty((nrecv, 3))])
+                self.x = x
+                self._buffers(3 * max(count, nrecv) + 1)
+                self.send(swap, step)
+                self.swaps.append(swap)
+        self.x = np.ascontiguousarray(x)
+        self.f = np.zeros_like(self.x)
+
+    def build(self):
+        n = self.nlocal
+        self.numneigh = np.empty(n, dtype=np.int32)
+        self.start = np.empty(n, dtype=np.int64)
+        if self.neigh.size == 0:
+            density = self.box.natoms / float(np.prod(self.box.length))
+            guess = 0.6 * neighbours_within(self.box.reach, density)
+            self.neigh = np.empty(int(n * guess) + 64, dtype=np.int32)
+        while True:
+            got = loops.build(self.x, n, self.x.shape[0], self.box.lo, self.box.hi, self.box.reach,
+                              self.neigh, self.numneigh, self.start, self.newton)
+            if got >= 0:
+                return got
+            self.neigh = np.empty(int(-got * 1.2) + 64, dtype=np.int32)
+
+    def force(self, energy: bool) -> float:
+        cut2 = self.box.cutoff * self.box.cutoff
+        return loops.force(self.x, self.f, self.nlocal, self.neigh, self.numneigh, self.start, cut2, energy,
+                           self.newton)
+
+
+PHASES = ("force_s", "neighbour_s", "comm_s", "migrate_s", "reduce_s", "integrate_s")
+
+
+def simulate(cart, params, dims, MPI):
+    """Run md on this rank; ``(metrics, validation)`` on rank 0, None elsewhere."""
+    rank = cart.Get_rank()
+    box = Box(params, dims, cart.Get_coords(rank))
+    atoms = Atoms(cart, box, params, MPI)
+    atoms.corrupt_at = params["corrupt_step"] if rank == 0 else None
+    steps, rebuild, every = params["steps"], params["rebuild_every"], params["thermo_every"]
+    atoms.borders(0)
+    pairs = atoms.build()
+    thermo = []
+    partial, total = np.zeros(6), np.zeros(6)
+
+    def reduce(step, pe):
+        ke, px, py, pz = loops.kinetic(atoms.v, atoms.nlocal)
+        partial[:] = ke, pe, px, py, pz, atoms.nlocal
+        cart.Allreduce(partial, total, MPI.SUM)
+        n = box.natoms
+        t = temperature(total[0], n)
+        thermo.append({"step": step, "temperature": t, "ke": total[0] / n, "pe": total[1] / n,
+                       "etotal": (total[0] + total[1]) / n, "atoms": int(total[5]),
+                       "momentum": float(np.linalg.norm(total[2:5])) / n / np.sqrt(max(t, 1e-12))})
+
+    pe = atoms.force(True)
+    if atoms.newton:
+        atoms.reverse(0)
+    reduce(0, pe)
+    spent = dict.fromkeys(PHASES, 0.0)
+    rebuilds, most_pairs = 0, pairs
+    cart.Barrier()
+    begin = clock()
+    for step in range(1, steps + 1):
+        t0 = clock()
+        loops.integrate_first(atoms.x, atoms.v, atoms.f, atoms.nlocal, atoms.dt)
+        t1 = clock()
+        spent["integrate_s"] += t1 - t0
+        if step % rebuild == 0:
+            atoms.migrate()
+            atoms.borders(step)
+            t2 = clock()
+            most_pairs = max(most_pairs, atoms.build())
+            spent["migrate_s"] += t2 - t1
+            spent["neighbour_s"] += clock() - t2
+            rebuilds += 1
+        else:
+            atoms.forward(step)
+            spent["comm_s"] += clock() - t1
+        t3 = clock()
+        energy = step % every == 0 or step == steps
+        pe = atoms.force(energy)
+        t4 = clock()
+        spent["force_s"] += t4 - t3
+        if atoms.newton:
+            atoms.reverse(step)
+            t4b = clock()
+            spent["comm_s"] += t4b - t4
+            t4 = t4b
+        loops.integrate_second(atoms.v, atoms.f, atoms.nlocal, atoms.dt)
+        t5 = clock()
+        spent["integrate_s"] += t5 - t4
+        if energy:
+            reduce(step, pe)
+            spent["reduce_s"] += clock() - t5
+    elapsed = clock() - begin
+    slowest = np.empty(1 + len(PHASES))
+    cart.Allreduce(np.array([elapsed, *spent.values()]), slowest, MPI.MAX)
+    own = {"rank": rank, "atoms": atoms.nlocal, "ghosts": atoms.x.shape[0] - atoms.nlocal,
+           "pairs": most_pairs, "strays": atoms.strays, "bad": atoms.bad, "checked": atoms.checked,
+           "migrated": atoms.migrated, "wrapped": atoms.wrapped}
+    everyone = cart.gather(own, root=0)
+    if rank != 0:
+        return None
+    return _metrics(params, box, slowest, thermo, everyone, rebuilds), _verdict(box, thermo, everyone)
+
+
+def _metrics(params, box, slowest, thermo, everyone, rebuilds):
+    steps, n = params["steps"], box.natoms
+    first, last = thermo[0]["etotal"], thermo[-1]["etotal"]
+    locals_ = [entry["atoms"] for entry in everyone]
+    out = {
+        "elapsed_s": float(slowest[0]),
+        **{name: float(value) for name, value in zip(PHASES, slowest[1:])},
+        "atom_steps_per_s": n * steps / float(slowest[0]) if slowest[0] > 0 else None,
+        "atoms": n,
+        "atoms_per_rank": {"min": min(locals_), "max": max(locals_)},
+        "ghosts_per_rank": {"min": min(e["ghosts"] for e in everyone), "max": max(e["ghosts"] for e in everyone)},
+        "pairs_per_atom": sum(e["pairs"] for e in everyone) / n,
+        "neighbours_within_cutoff": neighbours_within(box.cutoff, params["density"]),
+        "migrated": sum(e["migrated"] for e in everyone),
+        "migrated_across_edges": sum(e["wrapped"] for e in everyone),
+        "thermo": thermo,
+        "energy_drift": (last - first) / abs(first) if first else None,
+        "momentum_per_atom": max(row["momentum"] for row in thermo),
+        "cells": box.cells.tolist(),
+        "box": box.length.tolist(),
+        "dims": box.dims,
+        "cutoff": box.cutoff,
+        "skin": params["skin"],
+        "steps": steps,
+        "rebuilds": rebuilds,
+        "newton": params.get("newton", "on"),
+        "messages_checked": sum(e["checked"] for e in everyone),
+        "system": params.get("system") or "lj",
+        "weak": params["weak"],
+    }
+    return {key: (value if not isinstance(value, float) or np.isfinite(value) else None)
+            for key, value in out.items()}
+
+
+def _verdict(box, thermo, everyone) -> dict:
+    problems = []
+    bad = sorted((e["bad"] + (e["rank"],) for e in everyone if e["bad"]))
+    if bad:
+        more = f" (and {len(bad) - 1} more ranks)" if len(bad) > 1 else ""
+        problems.append(f"rank {bad[0][2]}: {bad[0][1]}{more}")
+    strays = [(e["rank"], e["strays"]) for e in everyone if e["strays"]]
+    if strays:
+        problems.append(f"{sum(s for _, s in strays)} atoms arrived outside their new box (ranks "
+                        f"{[r for r, _ in strays]}): they moved more than a box between rebuilds")
+    counted = [row for row in thermo if row["atoms"] != box.natoms]
+    if counted:
+        problems.append(f"{counted[0]['atoms']} atoms at step {counted[0]['step']}, not {box.natoms}")
+    energies = [row["etotal"] for row in thermo]
+    drift = abs(energies[-1] - energies[0]) / abs(energies[0]) if energies[0] else float("inf")
+    if not np.all(np.isfinite(energies)) or not drift <= ENERGY_DRIFT_BOUND:
+        problems.append(f"total energy moved {drift:.3g} of its start (bound {ENERGY_DRIFT_BOUND:g})")
+    worst = max(thermo, key=lambda row: row["momentum"] if np.isfinite(row["momentum"]) else np.inf)
+    if not worst["momentum"] <= MOMENTUM_BOUND:
+        problems.append(f"total momentum {worst['momentum']:.3g} per atom (in thermal velocities) at step "
+                        f"{worst['step']}, bound {MOMENTUM_BOUND:g}")
+    if problems:
+        return {"passed": False, "detail": "; ".join(problems)}
+    return {"passed": True,
+            "detail": f"{sum(e['checked'] for e in everyone)} messages' checksums; "
+                      f"{box.natoms} atoms at {len(thermo)} thermo steps; momentum per atom <= "
+                      f"{max(row['momentum'] for row in thermo):.2g} (bound {MOMENTUM_BOUND:g}); energy drift "
+                      f"{drift:.2g} (bound {ENERGY_DRIFT_BOUND:g})"}

@@ -1,0 +1,104 @@
+"""md under real mpirun at 1, 2 and 4 ranks (4 oversubscribed): the same trajectory at every rank
+count, conservation, migration and periodic ghosts, and a corrupted message caught."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import direct_launch, requires_mpi
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.mpi, requires_mpi]
+
+# 1,372 atoms (7^3 cells): big enough for 4 boxes of cutoff + skin, small enough to run in a second
+SMALL = ["--cells", "7", "--steps", "60", "--rebuild-every", "10", "--thermo-every", "20"]
+# energies at the thermo steps agree between rank counts to 1e-13 (measured: the sums only
+# change order); the trajectory is chaotic, so a real divergence grows far past this
+AGREE = 1e-10
+
+
+def fcc_lattice_energy(cutoff: float, density: float) -> float:
+    """Potential energy per atom of a perfect fcc crystal, summed over lattice sites by hand."""
+    a = (4 / density) ** (1 / 3)
+    basis = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
+    span = int(np.ceil(cutoff / a)) + 1
+    cells = np.array(list(itertools.product(range(-span, span + 1), repeat=3)), dtype=float)
+    sites = (cells[:, None, :] + basis[None, :, :]).reshape(-1, 3) * a
+    r = np.linalg.norm(sites, axis=1)
+    r = r[(r > 0) & (r < cutoff)]
+    return 0.5 * float(np.sum(4 * (r ** -12 - r ** -6)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = {}
+    for ranks, extra in ((1, []), (2, []), (4, []), ("2 newton off", ["--newton", "off"])):
+        n = ranks if isinstance(ranks, int) else 2
+        done, record = direct_launch("md", n, [*SMALL, *extra], tmp_path_factory.mktemp(f"md{n}"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        out[ranks] = record
+    return out
+
+
+@pytest.mark.parametrize("ranks, dims", [(1, [1, 1, 1]), (2, [2, 1, 1]), (4, [2, 2, 1])])
+def test_runs_validates_and_conserves(runs, ranks, dims):
+    record = runs[ranks]
+    assert record["status"] == "ok" and record["validation"]["passed"], record["validation"]
+    m = record["metrics"]
+    assert m["dims"] == dims and m["atoms"] == 1372 and m["steps"] == 60 and m["rebuilds"] == 6
+    # six swaps a step, forward and back (newton on), and once more at set-up
+    assert m["messages_checked"] == ranks * 6 * 2 * 61
+    assert [row["step"] for row in m["thermo"]] == [0, 20, 40, 60]
+    assert all(row["atoms"] == 1372 for row in m["thermo"])
+    assert m["momentum_per_atom"] < 1e-13
+    assert m["thermo"][0]["temperature"] == pytest.approx(1.44, rel=1e-12)
+    assert 0 < abs(m["energy_drift"]) < 5e-3  # melting under a truncated potential: LAMMPS's in.lj moves 0.19%
+    assert m["atoms_per_rank"]["min"] * ranks <= 1372 <= m["atoms_per_rank"]["max"] * ranks
+    assert m["atom_steps_per_s"] == pytest.approx(1372 * 60 / m["elapsed_s"])
+    for phase in ("force_s", "neighbour_s", "comm_s", "migrate_s", "reduce_s"):
+        assert 0 < m[phase] <= m["elapsed_s"]
+
+
+def test_the_same_trajectory_at_one_two_and_four_ranks_with_newton_on_and_off(runs):
+    energies = {ranks: np.array([[row["pe"], row["ke"], row["etotal"]] for row in record["metrics"]["thermo"]])
+                for ranks, record in runs.items()}
+    assert runs["2 newton off"]["status"] == "ok" and runs["2 newton off"]["metrics"]["newton"] == "off"
+    for ranks in (2, 4, "2 newton off"):
+        assert np.allclose(energies[ranks], energies[1], rtol=AGREE, atol=0), (energies[ranks], energies[1])
+    # the run did go somewhere: the crystal melted, so agreement is not agreement of a frozen state
+    assert energies[1][-1, 0] > energies[1][0, 0] + 0.5
+
+
+def test_ghosts_across_periodic_edges_give_the_crystal_its_lattice_energy(runs):
+    # at step 0 every atom must see its whole fcc neighbourhood, most of it through periodic
+    # images (at 1 rank every ghost is one); LAMMPS prints E_pair -6.7733681 for in.lj
+    expected = fcc_lattice_energy(2.5, 0.8442)
+    assert expected == pytest.approx(-6.7733681, abs=1e-7)
+    for record in runs.values():
+        assert record["metrics"]["thermo"][0]["pe"] == pytest.approx(expected, rel=1e-11)  # summation order only
+
+
+def test_atoms_migrate_across_boxes_and_periodic_edges(runs):
+    # hot atoms move between rebuilds: at 2 and 4 ranks they change owner, across inner faces and
+    # across the periodic edges (at 1 rank the only box is its own neighbour everywhere)
+    for ranks in (1, 2, 4):
+        m = runs[ranks]["metrics"]
+        assert m["migrated"] > 0 and m["migrated_across_edges"] > 0
+    assert runs[4]["metrics"]["migrated"] > runs[4]["metrics"]["migrated_across_edges"]
+
+
+@pytest.mark.parametrize("newton", ["on", "off"])
+def test_corrupt_step_is_invalid(tmp_path, newton):
+    done, record = direct_launch("md", 2, [*SMALL, "--corrupt-step", "13", "--newton", newton], tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert record["status"] == "invalid" and record["validation"]["passed"] is False
+    detail = record["validation"]["detail"]
+    assert "rank 1: positions from rank 0 at step 13: checksum differs" in detail, detail
+    if newton == "off":  # the ranks computed the pair from different positions: momentum is off too
+        assert "momentum" in detail, detail
+
+
+def test_refuses_boxes_thinner_than_cutoff_plus_skin(tmp_path):
+    done, record = direct_launch("md", 2, ["--cells", "3"], tmp_path)
+    assert done.returncode == 2 and record is None
+    assert "--cells" in done.stderr and "--cutoff" in done.stderr
