@@ -1,11 +1,9 @@
 """``vnetbench ingest FILE... --store PATH``: add records from direct launches (``--record FILE``)."""
 
-import json
 import sys
 
 from vnetbench.errors import UsageError
-from vnetbench.records import check_record
-from vnetbench.store import DEFAULT_PATH, Store
+from vnetbench.store import DEFAULT_PATH, BadLine, Store
 
 
 def register(sub):
@@ -20,23 +18,10 @@ def load_records(paths: list[str]) -> list[dict]:
     """Every record in the files; UsageError naming the file and line of the first bad one."""
     records = []
     for path in paths:
-        try:
-            text = open(path, encoding="utf-8").read()
-        except FileNotFoundError:
-            raise UsageError(f"FILE: {path} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"FILE: cannot read {path}: {exc}") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise UsageError(f"{path}:{number}: not JSON; expected one vnetbench record per line") from None
-            problems = check_record(record)
-            if problems:
-                raise UsageError(f"{path}:{number}: not a vnetbench record: {'; '.join(problems)}")
-            records.append(record)
+        for entry in Store(path).entries("FILE"):
+            if isinstance(entry, BadLine):
+                raise UsageError(f"{path}:{entry.line}: {entry.reason}; expected one vnetbench record per line")
+            records.append(entry[1])
     return records
 
 
