@@ -124,6 +124,19 @@ def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = No
     return loaded
 
 
+def for_tables(record: dict) -> dict:
+    """``record`` without what no table, comparison or plot reads: the environment, the launch
+    command and the raw per-step and per-repetition samples (most of a halo or stream record's
+    bytes). load(..., keep=for_tables) holds a 100,000-record store in a fraction of the memory."""
+    slim = {key: value for key, value in record.items() if key != "environment"}
+    if isinstance(slim.get("launch"), dict):
+        slim["launch"] = {key: value for key, value in slim["launch"].items() if key != "command"}
+    if isinstance(slim.get("metrics"), dict):
+        slim["metrics"] = {name: ({k: v for k, v in value.items() if k != "samples"} if isinstance(value, dict)
+                                  else value) for name, value in slim["metrics"].items()}
+    return slim
+
+
 def migrate(record: dict, path="", option: str = "--store") -> dict:
     version = record["schema_version"]
     while version < schema.SCHEMA_VERSION:
