@@ -42,20 +42,21 @@ def open_regular(path, label: str, error=SpecError):
     Opened without blocking, so a FIFO with no writer is refused rather than waited on, and a
     device or directory never reaches read() (/dev/zero would be read until memory runs out).
     """
+    it = "it" if str(path) in label else str(path)  # the label may name the file already
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise error(f"{label}: {path} does not exist") from None
+        raise error(f"{label}: {it} does not exist") from None
     except IsADirectoryError:
-        raise error(f"{label}: {path} is a directory; a regular file is expected") from None
+        raise error(f"{label}: {it} is a directory; a regular file is expected") from None
     except OSError as exc:
-        raise error(f"{label}: cannot read {path}: {exc.strerror}") from None
+        raise error(f"{label}: cannot read {it}: {exc.strerror}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         kind = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
                 stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode), "not a file")
-        raise error(f"{label}: {path} is {kind}; a regular file is expected")
+        raise error(f"{label}: {it} is {kind}; a regular file is expected")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
