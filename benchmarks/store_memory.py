@@ -56,7 +56,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--keep", type=Path, help="build the store in DIR and leave it there")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="store-memory-") as tmp:
+    # beside this script, not in /tmp: test tiers running at the same time sweep /tmp of what they
+    # did not expect there (processes too)
+    build_dir = Path(__file__).resolve().parent / "build"
+    build_dir.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="store-memory-", dir=build_dir) as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         store = folder / "results.jsonl"

@@ -124,16 +124,32 @@ def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = No
     return loaded
 
 
-def for_tables(record: dict) -> dict:
-    """``record`` without what no table, comparison or plot reads: the environment, the launch
-    command and the raw per-step and per-repetition samples (most of a halo or stream record's
-    bytes). load(..., keep=for_tables) holds a 100,000-record store in a fraction of the memory."""
-    slim = {key: value for key, value in record.items() if key != "environment"}
-    if isinstance(slim.get("launch"), dict):
-        slim["launch"] = {key: value for key, value in slim["launch"].items() if key != "command"}
-    if isinstance(slim.get("metrics"), dict):
-        slim["metrics"] = {name: ({k: v for k, v in value.items() if k != "samples"} if isinstance(value, dict)
-                                  else value) for name, value in slim["metrics"].items()}
+# the parts of a record that repeat from run to run of one configuration
+SHARED_PARTS = ("topology", "params", "placement", "validation", "launch", "run_options")
+
+
+def for_tables() -> Callable[[dict], dict]:
+    """A ``keep`` for load(): each record without what no table, comparison or plot reads (the
+    environment, the launch command, raw per-step and per-repetition samples: most of a halo or
+    stream record's bytes), its repeating parts shared with earlier records that hold the same."""
+    seen: dict[str, object] = {}
+
+    def shared(value):
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return seen.setdefault(key, value)
+
+    def slim(record: dict) -> dict:
+        out = {key: value for key, value in record.items() if key != "environment"}
+        if isinstance(out.get("launch"), dict):
+            out["launch"] = {key: value for key, value in out["launch"].items() if key != "command"}
+        if isinstance(out.get("metrics"), dict):
+            out["metrics"] = {name: ({k: v for k, v in value.items() if k != "samples"} if isinstance(value, dict)
+                                     else value) for name, value in out["metrics"].items()}
+        for part in SHARED_PARTS:
+            if part in out:
+                out[part] = shared(out[part])
+        return out
+
     return slim
 
 

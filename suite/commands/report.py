@@ -47,7 +47,7 @@ def handle(args) -> int:
     _check_output("--plot", args.plot, (".png", ".svg", ".pdf"))
     _check_output("--html", args.html, (".html", ".htm"))
     # --runs prints whole records; the tables need a slim copy of each, so a big store stays small
-    loaded = records.load(args.store, "--store", keep=None if args.runs else records.for_tables)
+    loaded = records.load(args.store, "--store", keep=None if args.runs else records.for_tables())
     for warning in loaded.warnings():
         print(f"vnetbench: warning: {warning}", file=sys.stderr)
     not_numbers = [f"{loaded.path}:{loaded.line_of(r)}: {r['kernel']} run {r['run_id']} repetition "
