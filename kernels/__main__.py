@@ -122,6 +122,7 @@ def run(kernel, name, params, record_path, context) -> int:
 
             probes = Counters()
         started_at = records.now()
+        load_at_start = os.getloadavg()  # before the kernel adds its own load
         comm.Barrier()
         start = time.perf_counter()
         if probes:
@@ -143,7 +144,8 @@ def run(kernel, name, params, record_path, context) -> int:
             if misplaced:
                 validation = {"passed": False, "detail": "placement: " + "; ".join(misplaced),
                               "kernel": validation}
-            env = environment.collect([p["hostname"] for p in placement], MPI.Get_library_version().strip())
+            env = environment.collect([p["hostname"] for p in placement], MPI.Get_library_version().strip(),
+                                      load_at_start)
             record = records.make_record(
                 kernel=name, params=params, ranks=size, metrics=metrics, validation=validation,
                 placement=_merge_placement(placement, context.get("placement_labels")),

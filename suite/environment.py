@@ -34,6 +34,58 @@ def git_revision() -> str | None:
     return revision if out.returncode == 0 and revision else None
 
 
+@functools.cache
+def git_dirty() -> bool | None:
+    """Whether the checkout vnetbench runs from has uncommitted changes to tracked files."""
+    source = Path(__file__).resolve().parent.parent
+    if git_revision() is None:
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def _sysfs(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_state(root: str = "/sys/devices/system/cpu") -> dict:
+    """Frequency governor, turbo/boost and SMT as pyperf records them; None where this machine
+    (often a VM) does not expose the setting.
+
+    governor: the distinct scaling governors of the online cpus; boost: True when turbo/boost is
+    on (acpi-cpufreq/amd's cpufreq/boost, or intel_pstate's no_turbo inverted); smt: the kernel's
+    SMT control ("on", "off", "notsupported", ...) and whether siblings are active.
+    """
+    governors = sorted({value for cpu in sorted(Path(root).glob("cpu[0-9]*"))
+                        if (value := _sysfs(f"{cpu}/cpufreq/scaling_governor"))})
+    boost = _sysfs(f"{root}/cpufreq/boost")
+    no_turbo = _sysfs(f"{root}/intel_pstate/no_turbo")
+    if boost is not None:
+        boost = boost == "1"
+    elif no_turbo is not None:
+        boost = no_turbo == "0"
+    active = _sysfs(f"{root}/smt/active")
+    return {"governor": governors or None, "boost": boost,
+            "smt": {"control": _sysfs(f"{root}/smt/control"), "active": None if active is None else active == "1"}}
+
+
+def _version(distribution: str) -> str | None:
+    # the installed version without importing the package (numba takes a second to import)
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 # set by the runtime for every process, not chosen by anyone
 _RUNTIME_MCA = {"OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs",
                 "OMPI_MCA_orte_local_daemon_uri", "OMPI_MCA_orte_hnp_uri", "PMIX_MCA_mca_base_component_show_load_errors"}
@@ -47,7 +99,8 @@ def mca_settings(environ=None) -> dict:
             if key.startswith(prefixes) and key not in _RUNTIME_MCA}
 
 
-def collect(hostnames, mpi_library_version: str | None = None) -> dict:
+def collect(hostnames, mpi_library_version: str | None = None, load_at_start=None) -> dict:
+    """The environment record; ``load_at_start``: os.getloadavg() taken before the kernel ran."""
     import numpy
 
     import vnetbench
@@ -81,9 +134,13 @@ def collect(hostnames, mpi_library_version: str | None = None) -> dict:
             "mpi": mpi,
             "mpi4py": mpi4py_version,
             "numpy": numpy.__version__,
+            "numba": _version("numba"),
             "python": platform.python_version(),
         },
         "mpi_library": mpi_library_version,
         "git_revision": git_revision(),
+        "git_dirty": git_dirty(),
+        "cpu": cpu_state(),
+        "load_average": [round(x, 2) for x in (load_at_start or os.getloadavg())],
         "mca": mca_settings(),
     }

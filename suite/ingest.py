@@ -1,34 +1,19 @@
 """Records from elsewhere (direct ``--record`` launches, files fetched from hosts) into a store, each run once."""
 
-import json
-
 from .analysis.records import identity
 from .errors import UsageError
-from .records import check_record
-from .store import Store
+from .store import BadLine, Store
 
 
 def load_records(paths: list[str]) -> list[dict]:
-    """Every record in the files; UsageError naming the file and line of the first bad one."""
+    """Every record in the files, each read with a bound (a regular file; lines up to MAX_LINE);
+    UsageError naming the file and line of the first bad one."""
     records = []
     for path in paths:
-        try:
-            text = open(path, encoding="utf-8").read()
-        except FileNotFoundError:
-            raise UsageError(f"FILE: {path} does not exist") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"FILE: cannot read {path}: {exc}") from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise UsageError(f"{path}:{number}: not JSON; expected one vnetbench record per line") from None
-            problems = check_record(record)
-            if problems:
-                raise UsageError(f"{path}:{number}: not a vnetbench record: {'; '.join(problems)}")
-            records.append(record)
+        for entry in Store(path).entries("FILE"):
+            if isinstance(entry, BadLine):
+                raise UsageError(f"{path}:{entry.line}: {entry.reason}; expected one vnetbench record per line")
+            records.append(entry[1])
     return records
 
 

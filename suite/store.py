@@ -2,7 +2,13 @@
 
 Appends take an exclusive lock and write each record with a single write() of one whole
 line, then fsync, so concurrent writers never interleave and a crash leaves at most a
-truncated last line, which readers skip with a warning.
+truncated last line, which readers skip with a warning. The lock is flock(2) on the store;
+where the file system has no flock (Lustre mounted without it, some NFS setups) it is a lock
+file beside the store (filelock's SoftFileLock: created exclusively, names its holder, so a
+dead holder's lock is taken over).
+
+Reading streams the file a bounded line at a time (topologies/files.py), so memory follows
+the longest line, not the store's size, and a device or FIFO given as a store is refused.
 """
 
 import errno
@@ -14,16 +20,27 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
+
+from vnetbench.topologies.files import MAX_LINE, bounded_lines, open_regular
+
 from .errors import StoreError, UsageError
 from .records import check_record
 
 DEFAULT_PATH = Path("vnetbench-results") / "results.jsonl"
 
 
+# flock(2) errors that mean "this file system cannot", not "someone holds it"
+NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+# how long an append waits for another writer's lock file before giving up
+LOCK_FILE_WAIT_S = 120.0
+
+
 @dataclass
 class BadLine:
     line: int
     reason: str
+    schema_version: object = None  # what a JSON object that is not a record says it is
 
 
 class Store:
@@ -41,6 +58,8 @@ class Store:
         if target.is_dir():
             raise UsageError(f"--store: {target} is a directory; give a file such as {target / 'results.jsonl'}")
         if target.exists():
+            if not target.is_file():  # a device or FIFO would take records and keep none
+                raise UsageError(f"--store: {target} is not a regular file")
             if not os.access(target, os.W_OK):
                 raise UsageError(f"--store: {target} is not writable")
             return
@@ -72,8 +91,9 @@ class Store:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot open store {self.path}: {exc.strerror}") from exc
+        fallback = None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fallback = self._lock(fd)
             size = os.fstat(fd).st_size
             if size and _last_byte(fd, size) != b"\n":
                 # a writer died mid-line: end that line so this record stays whole and readable
@@ -92,37 +112,64 @@ class Store:
             raise StoreError(f"cannot write store {self.path}: {reason}; earlier records are intact, "
                              f"this one was not stored") from exc
         finally:
-            os.close(fd)
+            os.close(fd)  # releases the flock
+            if fallback is not None:
+                fallback.release()
+
+    @property
+    def lock_path(self) -> Path:
+        """The lock file beside the store, used only where flock is unavailable."""
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _lock(self, fd: int):
+        """Hold the store exclusively: flock on ``fd`` (None returned), or where the file system has
+        no flock, the lock file beside the store (returned, to release after the write)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return None
+        except OSError as exc:
+            if exc.errno not in NO_FLOCK:
+                raise
+            why = exc.strerror
+        lock = filelock.SoftFileLock(self.lock_path, timeout=LOCK_FILE_WAIT_S)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise StoreError(f"cannot lock store {self.path}: flock is unavailable here ({why}) and the lock file "
+                             f"{self.lock_path} was held for {LOCK_FILE_WAIT_S:.0f} s; if no vnetbench is "
+                             f"writing, remove it") from None
+        except OSError as exc:
+            raise StoreError(f"cannot lock store {self.path}: flock is unavailable here ({why}) and the lock file "
+                             f"{self.lock_path} cannot be created ({exc.strerror or exc}); store on a file system "
+                             f"with flock or a writable directory") from None
+        return lock
+
+    def entries(self, option: str = "--store"):
+        """Each non-blank line of the store in order, streamed: (line number, record), or a BadLine
+        for a line that is not a sound record (not JSON, not a record, longer than MAX_LINE).
+
+        UsageError naming ``option`` when the store is missing or not a regular file.
+        """
+        if not self.path.exists():
+            raise UsageError(f"{option}: {self.path} does not exist")
+        with open_regular(self.path, option, UsageError) as handle:
+            try:
+                for number, text in bounded_lines(handle):
+                    if text is None:
+                        yield BadLine(number, f"longer than {MAX_LINE >> 20} MiB; not read")
+                    elif text.strip():
+                        yield _parse(number, text)
+            except OSError as exc:
+                raise StoreError(f"cannot read store {self.path}: {exc.strerror}") from exc
 
     def scan(self) -> tuple[list[dict], list[BadLine]]:
         """All sound records, and the lines that are not (with their numbers and why)."""
-        if not self.path.exists():
-            raise UsageError(f"--store: {self.path} does not exist")
-        if self.path.is_dir():
-            raise UsageError(f"--store: {self.path} is a directory, not a store file")
         records, bad = [], []
-        try:
-            raw = self.path.read_bytes()
-        except OSError as exc:
-            raise StoreError(f"cannot read store {self.path}: {exc.strerror}") from exc
-        lines = raw.split(b"\n")
-        truncated_tail = raw and not raw.endswith(b"\n")
-        for number, text in enumerate(lines, start=1):
-            if not text.strip():
-                continue
-            last = number == len(lines)
-            try:
-                record = json.loads(text)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-                reason = ("truncated last line (a writer was killed mid-write)" if last and truncated_tail
-                          else f"not JSON ({exc.__class__.__name__})")
-                bad.append(BadLine(number, reason))
-                continue
-            problems = check_record(record)
-            if problems:
-                bad.append(BadLine(number, "not a vnetbench record: " + "; ".join(problems[:3])))
-                continue
-            records.append(record)
+        for entry in self.entries():
+            if isinstance(entry, BadLine):
+                bad.append(entry)
+            else:
+                records.append(entry[1])
         return records, bad
 
     def read(self) -> list[dict]:
@@ -148,6 +195,20 @@ def append_or_show(store: Store, record: dict) -> None:
 
 class StoreWarning(UserWarning):
     pass
+
+
+def _parse(number: int, text: bytes):
+    try:
+        record = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        reason = ("truncated last line (a writer was killed mid-write)" if not text.endswith(b"\n")
+                  else f"not JSON ({exc.__class__.__name__})")
+        return BadLine(number, reason)
+    problems = check_record(record)
+    if problems:
+        version = record.get("schema_version") if isinstance(record, dict) else None
+        return BadLine(number, "not a vnetbench record: " + "; ".join(problems[:3]), version)
+    return number, record
 
 
 def _last_byte(fd: int, size: int) -> bytes:

@@ -1,5 +1,8 @@
-"""Reading the small text files users hand in (topology specs, inventories, hostfiles), bounded."""
+"""Reading the files users hand in, bounded: small text files whole (topology specs, inventories,
+hostfiles), line files (stores, records to ingest, application output) a bounded line at a time."""
 
+import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -17,7 +20,7 @@ MAX_DIGITS = 1000
 def read_text(path: Path, label: str, what: str, limit: int = MAX_BYTES) -> str:
     """The whole file as text; SpecError '<label>: ...' when unreadable, over ``limit`` or not UTF-8."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, label, SpecError) as handle:
             raw = handle.read(limit + 1)
     except OSError as exc:
         raise SpecError(f"{label}: cannot read: {exc.strerror}") from None
@@ -27,6 +30,52 @@ def read_text(path: Path, label: str, what: str, limit: int = MAX_BYTES) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(f"{label}: not UTF-8 text") from None
+
+
+# a record of the largest sweep point is tens of KiB; a line this long is damage, not data
+MAX_LINE = 4 << 20
+
+
+def open_regular(path, label: str, error=SpecError):
+    """``path`` opened for binary reading; ``error('<label>: ...')`` unless it is a regular file.
+
+    Opened without blocking, so a FIFO with no writer is refused rather than waited on, and a
+    device or directory never reaches read() (/dev/zero would be read until memory runs out).
+    """
+    it = "it" if str(path) in label else str(path)  # the label may name the file already
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise error(f"{label}: {it} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{label}: {it} is a directory; a regular file is expected") from None
+    except OSError as exc:
+        raise error(f"{label}: cannot read {it}: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode), "not a file")
+        raise error(f"{label}: {it} is {kind}; a regular file is expected")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def bounded_lines(handle, limit: int = MAX_LINE):
+    """(number, bytes or None) for each line of the binary ``handle``, with its newline (the last
+    may lack one); None for a line longer than ``limit``, skipped through, never held whole."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield number, line
+            continue
+        while line and not line.endswith(b"\n"):  # skip the rest of the overlong line
+            line = handle.readline(1 << 20)
+        yield number, None
 
 
 def read_yaml(text: str, label: str, what: str, *, aliases: bool = True, tree: bool = False):

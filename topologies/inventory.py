@@ -60,6 +60,12 @@ def load_hosts(path: str | os.PathLike | None = None, *, inventory=None, hostfil
     if len(given) != 1:
         raise UsageError("give one of --inventory FILE or --hostfile FILE")
     path = Path(given[0])
+    if inventory is not None and path.is_dir():  # an inventory directory: Ansible's form, Ansible reads it
+        found = _by_ansible(path)
+        if found is None:
+            raise SpecError(f"--inventory: {path} is a directory; reading inventory directories needs "
+                            f"ansible-inventory (pip install ansible-core), else give one file")
+        return _from_inventory(found, str(path), path, group, all_hosts)
     text = _read(path, "--inventory" if inventory is not None else "--hostfile" if hostfile is not None else None)
     if hostfile is not None:
         return _from_hostfile(text, str(path))
@@ -71,11 +77,13 @@ def load_hosts(path: str | os.PathLike | None = None, *, inventory=None, hostfil
 
         return load_text(text, str(path))
     if isinstance(data, dict):
-        return _from_inventory(_yaml_inventory(data, str(path)), str(path), path.parent, group, all_hosts)
+        return _from_inventory(_by_ansible(path) or _yaml_inventory(data, str(path)), str(path), path.parent,
+                               group, all_hosts)
     if inventory is not None or path.suffix.lower() in (".ini", ".cfg") or _looks_ini(text):
         if path.suffix.lower() in (".yml", ".yaml"):
             raise SpecError(f"{path}: expected a YAML inventory (a mapping such as all: {{children: ...}})")
-        return _from_inventory(_ini_inventory(text, str(path)), str(path), path.parent, group, all_hosts)
+        return _from_inventory(_by_ansible(path) or _ini_inventory(text, str(path)), str(path), path.parent,
+                               group, all_hosts)
     return _from_hostfile(text, str(path))
 
 
@@ -176,6 +184,7 @@ class _Group:
 class _Inventory:
     groups: dict[str, _Group] = field(default_factory=lambda: {"all": _Group()})
     host_vars: dict[str, dict] = field(default_factory=dict)
+    merged: bool = False  # host_vars already hold group_vars/ and host_vars/ (ansible-inventory did it)
 
     def group(self, name: str, parent: str | None = None) -> _Group:
         found = self.groups.setdefault(name, _Group())
@@ -223,6 +232,23 @@ def _yaml_inventory(data: dict, source: str) -> _Inventory:
 
     for name, body in data.items():
         walk(name, body, None if name == "all" else "all")
+    return inv
+
+
+def _by_ansible(path: Path) -> "_Inventory | None":
+    """The inventory as ansible-inventory lists it (topologies/ansible_inventory.py), or None."""
+    from .ansible_inventory import read
+
+    found = read(path)
+    if found is None:
+        return None
+    groups, host_vars = found
+    inv = _Inventory(groups={name: _Group(hosts=body["hosts"], children=body["children"])
+                             for name, body in groups.items()}, host_vars=host_vars, merged=True)
+    inv.groups.setdefault("all", _Group())
+    for body in list(groups.values()):  # Ansible leaves empty groups (ungrouped) out of the listing
+        for child in body["children"]:
+            inv.groups.setdefault(child, _Group())
     return inv
 
 
@@ -369,6 +395,8 @@ def _from_inventory(inv: _Inventory, source: str, base: Path, group: str | None,
 
 def _load_var_dirs(inv: _Inventory, base: Path, source: str) -> None:
     """group_vars/ and host_vars/ beside the inventory, as Ansible reads them (files NAME.yml, .yaml, NAME)."""
+    if inv.merged:
+        return
     for kind, targets in (("group_vars", inv.groups), ("host_vars", inv.host_vars)):
         for name in list(targets):
             for suffix in (".yml", ".yaml", ""):

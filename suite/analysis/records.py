@@ -1,4 +1,4 @@
-"""Records in: a store's sound records (read by ``Store.scan``), migrated to the current schema,
+"""Records in: a store's sound records (streamed by ``Store.entries``), migrated to the current schema,
 de-duplicated, and keyed by configuration.
 
 A configuration is what makes two runs comparable: kernel, topology, ranks, every kernel
@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .. import records as schema
 from ..errors import UsageError
-from ..store import Store
+from ..store import BadLine, Store
 
 # schema version v -> function turning a record of version v into one of version v + 1
 MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
@@ -101,17 +101,18 @@ class Loaded:
         return out
 
 
-def load(path, option: str = "--store") -> Loaded:
-    """The store's sound records; UsageError naming ``option`` when it is missing or of a newer schema."""
+def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = None) -> Loaded:
+    """The store's sound records, streamed a line at a time; UsageError naming ``option`` when it is
+    missing, not a regular file or of a newer schema. ``keep`` trims each record as it is read
+    (what a caller does not need is never held for the whole store)."""
     path = Path(path)
-    try:
-        records, bad = Store(path).scan()
-    except UsageError as exc:  # the store's own refusal, said of the option the user gave
-        raise UsageError(f"{option}: {str(exc).removeprefix('--store: ')}") from None
-    if bad:
-        _refuse_newer(path, bad, option)
-    loaded = Loaded(path, [], [Skipped(item.line, item.reason) for item in bad])
-    for record, line in zip(records, _sound_lines(path, {item.line for item in bad})):
+    loaded = Loaded(path, [])
+    for entry in Store(path).entries(option):
+        if isinstance(entry, BadLine):
+            _refuse_newer(path, entry, option)
+            loaded.skipped.append(Skipped(entry.line, entry.reason))
+            continue
+        line, record = entry
         if record["schema_version"] < schema.SCHEMA_VERSION:
             record = migrate(record, path, option)
             loaded.migrated += 1
@@ -119,14 +120,37 @@ def load(path, option: str = "--store") -> Loaded:
             loaded.duplicates += 1
             continue
         loaded.lines[identity(record)] = line
-        loaded.records.append(record)
+        loaded.records.append(keep(record) if keep else record)
     return loaded
 
 
-def _sound_lines(path: Path, bad: set[int]) -> list[int]:
-    # the line numbers of scan's records, in its order: the non-blank lines it did not skip
-    text = path.read_bytes().split(b"\n")
-    return [n for n, line in enumerate(text, start=1) if line.strip() and n not in bad]
+# the parts of a record that repeat from run to run of one configuration
+SHARED_PARTS = ("topology", "params", "placement", "validation", "launch", "run_options")
+
+
+def for_tables() -> Callable[[dict], dict]:
+    """A ``keep`` for load(): each record without what no table, comparison or plot reads (the
+    environment, the launch command, raw per-step and per-repetition samples: most of a halo or
+    stream record's bytes), its repeating parts shared with earlier records that hold the same."""
+    seen: dict[str, object] = {}
+
+    def shared(value):
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return seen.setdefault(key, value)
+
+    def slim(record: dict) -> dict:
+        out = {key: value for key, value in record.items() if key != "environment"}
+        if isinstance(out.get("launch"), dict):
+            out["launch"] = {key: value for key, value in out["launch"].items() if key != "command"}
+        if isinstance(out.get("metrics"), dict):
+            out["metrics"] = {name: ({k: v for k, v in value.items() if k != "samples"} if isinstance(value, dict)
+                                     else value) for name, value in out["metrics"].items()}
+        for part in SHARED_PARTS:
+            if part in out:
+                out[part] = shared(out[part])
+        return out
+
+    return slim
 
 
 def migrate(record: dict, path="", option: str = "--store") -> dict:
@@ -141,15 +165,9 @@ def migrate(record: dict, path="", option: str = "--store") -> dict:
     return record
 
 
-def _refuse_newer(path: Path, bad, option: str) -> None:
-    lines = path.read_bytes().split(b"\n")
-    for item in bad:
-        try:
-            record = json.loads(lines[item.line - 1])
-            version = record.get("schema_version") if isinstance(record, dict) else None
-        except (ValueError, IndexError, RecursionError):
-            continue
-        if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
-            raise UsageError(f"{option}: {path} holds records of schema version {version} (line {item.line}); "
-                             f"this vnetbench reads versions up to {schema.SCHEMA_VERSION}: upgrade vnetbench "
-                             "to read it")
+def _refuse_newer(path: Path, bad: BadLine, option: str) -> None:
+    version = bad.schema_version
+    if isinstance(version, int) and not isinstance(version, bool) and version > schema.SCHEMA_VERSION:
+        raise UsageError(f"{option}: {path} holds records of schema version {version} (line {bad.line}); "
+                         f"this vnetbench reads versions up to {schema.SCHEMA_VERSION}: upgrade vnetbench "
+                         "to read it")

@@ -62,7 +62,7 @@ def handle(args) -> int:
                              f"{'it is a directory' if target.is_dir() else 'no such folder'}")
     stores = []
     for option, path in (("BASELINE", args.baseline), ("CURRENT", args.current)):
-        loaded = records.load(path, option)
+        loaded = records.load(path, option, keep=records.for_tables())
         for warning in loaded.warnings():
             print(f"vnetbench: warning: {warning}", file=sys.stderr)
         stores.append(loaded)

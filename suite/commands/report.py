@@ -46,7 +46,8 @@ def handle(args) -> int:
 
     _check_output("--plot", args.plot, (".png", ".svg", ".pdf"))
     _check_output("--html", args.html, (".html", ".htm"))
-    loaded = records.load(args.store, "--store")
+    # --runs prints whole records; the tables need a slim copy of each, so a big store stays small
+    loaded = records.load(args.store, "--store", keep=None if args.runs else records.for_tables())
     for warning in loaded.warnings():
         print(f"vnetbench: warning: {warning}", file=sys.stderr)
     not_numbers = [f"{loaded.path}:{loaded.line_of(r)}: {r['kernel']} run {r['run_id']} repetition "
