@@ -138,8 +138,10 @@ def test_ctrl_c_cancels_its_own_job_only(cluster, tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
         assert proc.returncode != 0
-        state = cluster.slurm("scontrol", "show", "job", "-o", mine).stdout
-        assert "JobState=CANCELLED" in state
+        # slurmctld settles a cancelled job asynchronously (it may show COMPLETING first): give it time,
+        # a job that was never cancelled stays RUNNING and fails this
+        wait_for(lambda: "JobState=CANCELLED" in cluster.slurm("scontrol", "show", "job", "-o", mine).stdout,
+                 30, f"job {mine} cancelled")
         assert jobs(cluster).get(other) == "RUNNING", "Ctrl-C cancelled a job it did not submit"
         assert not (tmp_path / "r.jsonl").exists() or all(
             json.loads(line)["status"] != "ok" for line in (tmp_path / "r.jsonl").read_text().splitlines())

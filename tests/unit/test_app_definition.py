@@ -63,7 +63,7 @@ def test_bad_definitions_name_file_line_and_field(tmp_path, text, message):
 
 
 def test_missing_file_is_bad_input(tmp_path):
-    with pytest.raises(UsageError, match="--app .*nothing.yaml: cannot read"):
+    with pytest.raises(UsageError, match="--app .*nothing.yaml: it does not exist"):
         apps.load(tmp_path / "nothing.yaml")
 
 

@@ -71,7 +71,7 @@ def test_bad_kernel_options_name_the_option(argv, phrase):
 
 
 def test_unknown_kernel_lists_the_known_ones():
-    with pytest.raises(UsageError, match="kernel: unknown kernel 'nbody'; choose from stream, halo, pingpong, allreduce"):
+    with pytest.raises(UsageError, match="kernel: unknown kernel 'nbody'; choose from stream, halo, md, pingpong, allreduce"):
         kernels.get("nbody")
 
 
