@@ -56,15 +56,21 @@ def test_overlong_line_is_a_bad_line_named_and_not_held(tmp_path):
         # 3 x MAX_LINE of one line (a JSON string, so it would parse if read whole)
         handle.write(b'{"x": "' + b"a" * (3 * MAX_LINE) + b'"}\n')
         handle.write(json.dumps(records[1]).encode() + b"\n")
-    # the report's own peak memory, as the kernel measured it for this one child (wait4's ru_maxrss, KiB):
-    # RUSAGE_CHILDREN would also count whatever else the test process reaped meanwhile
-    out, err = tmp_path / "out", tmp_path / "err"
+    # the report's own peak memory: VmHWM of its own address space, read as it exits (ru_maxrss would not
+    # do: Linux carries the forking parent's high-water mark into the child's, and pytest is large by then)
+    out, err, hwm = tmp_path / "out", tmp_path / "err", tmp_path / "hwm"
+    measured = ("import re, runpy, sys\n"
+                "store, hwm = sys.argv[1:3]\n"
+                "sys.argv = ['vnetbench', 'report', '--store', store]\n"
+                "try:\n"
+                "    runpy.run_module('vnetbench', run_name='__main__')\n"
+                "finally:\n"
+                "    status = open('/proc/self/status').read()\n"
+                "    open(hwm, 'w').write(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n")
     with open(out, "w") as stdout, open(err, "w") as stderr:
-        child = subprocess.Popen([sys.executable, "-m", "vnetbench", "report", "--store", str(store)],
-                                 stdout=stdout, stderr=stderr)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    peak_mib = usage.ru_maxrss / 1024
+        subprocess.run([sys.executable, "-c", measured, str(store), str(hwm)], stdout=stdout, stderr=stderr,
+                       timeout=120)
+    peak_mib = int(hwm.read_text()) / 1024
     assert f"s.jsonl:2: skipped: longer than {MAX_LINE >> 20} MiB" in err.read_text()
     assert "native" in out.read_text()
     loaded = Store(store).scan()
