@@ -183,6 +183,8 @@ def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_pat
     blocker = cluster.slurm("sbatch", "--parsable", f"--nodes={len(cluster.nodes)}",
                             f"--partition={cluster.partition}", f"--output={tmp_path / 'blocker.out'}",
                             "--wrap", "sleep 300").stdout.strip()
+    # only once it runs are the nodes taken (a pending blocker lets backfill start the sweep's jobs first)
+    wait_for(lambda: jobs(cluster).get(blocker) == "RUNNING", 60, "the blocking job running")
     argv = [sys.executable, "-m", "vnetbench", "sweep", "--kernel", "pingpong", "--topologies", layouts(cluster),
             "--ranks", "2", "--repeat", "1", "--store", str(store), *SMOKE]
     proc = subprocess.Popen(argv, env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -190,7 +192,8 @@ def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_pat
         ledger = tmp_path / "results.jsonl.slurm-jobs.json"
         wait_for(lambda: ledger.exists() and len(json.loads(ledger.read_text())) == 2, 60, "two jobs submitted")
         submitted = sorted(entry["job_id"] for entry in json.loads(ledger.read_text()).values())
-        assert all(jobs(cluster).get(j) == "PENDING" for j in submitted)
+        states = jobs(cluster)
+        assert all(states.get(j) == "PENDING" for j in submitted), (blocker, states)
         proc.kill()  # no chance to cancel anything: the jobs stay queued
         proc.wait(timeout=10)
         cluster.slurm("scancel", blocker)
