@@ -1,16 +1,14 @@
-"""The Linux calls the netns backend makes: ip/tc batches, UTS namespaces, cgroups, processes.
+"""The Linux calls the netns backend makes: ip/tc batches, UTS namespaces, processes (cgroups: cgroups.py).
 
 Every command is an argv list built from validated names; nothing goes through a shell.
 """
 
-import errno
 import functools
 import os
 import shlex
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from vnetbench.errors import LaunchError, UsageError
@@ -18,7 +16,6 @@ from vnetbench.procs import kill  # noqa: F401 (teardown's and cleanup's kill)
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
          "umount": "util-linux"}
-CGROUP_V1 = Path("/sys/fs/cgroup")
 
 
 def require_root_and_tools() -> None:
@@ -155,75 +152,6 @@ def mounts_under(folder: Path) -> list[str]:
 def unmount(path: str) -> None:
     while mounted(path):
         run(["umount", path])
-
-
-# ---- cgroups (v1: cpuset and memory) -----------------------------------------------------
-
-def cgroup_root(controller: str) -> Path | None:
-    """Where this process's cgroup of a v1 controller is, so VM cgroups nest inside it."""
-    mount = None
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            fields = line.split()
-            sep = fields.index("-")
-            if fields[sep + 1] == "cgroup" and controller in fields[sep + 3].split(","):
-                mount = Path(fields[4])
-                break
-    except (OSError, ValueError):
-        return None
-    if mount is None:
-        return None
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            if controller in controllers.split(","):
-                folder = mount / path.lstrip("/")
-                return folder if os.access(folder, os.W_OK) else None
-    except OSError:
-        pass
-    return None
-
-
-def make_cpuset(parent: Path, name: str, cpus: str, mems: str) -> Path:
-    folder = parent / name
-    folder.mkdir(exist_ok=True)
-    (folder / "cpuset.cpus").write_text(cpus)
-    (folder / "cpuset.mems").write_text(mems)
-    return folder
-
-
-def make_memory(parent: Path, name: str, limit: int) -> Path:
-    folder = parent / name
-    folder.mkdir(exist_ok=True)
-    (folder / "memory.limit_in_bytes").write_text(str(limit))
-    return folder
-
-
-def join_cgroup(folder: str) -> None:
-    with open(Path(folder) / "cgroup.procs", "w") as handle:
-        handle.write(str(os.getpid()))
-
-
-def cgroup_pids(folder: str) -> list[int]:
-    try:
-        return [int(p) for p in (Path(folder) / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def remove_cgroup(folder: str) -> None:
-    for _ in range(50):
-        try:
-            os.rmdir(folder)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:
-                raise LaunchError(f"cannot remove cgroup {folder}: {exc.strerror}") from exc
-            kill(cgroup_pids(folder), grace=0.5)
-            time.sleep(0.05)
-    raise LaunchError(f"cannot remove cgroup {folder}: processes keep it busy")
 
 
 # ---- processes --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
 
-from . import linux, plan, state
+from . import cgroups, linux, plan, state
 from .base import LaunchSpec, Realised, idle_vms, register
 from .host import HostFacts, detect, format_cpulist
 
@@ -60,8 +60,7 @@ class NetnsRealised(Realised):
 
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
         inodes = {vm.name: linux.netns_inode(vm.netns) for vm in self.layout.vms}
-        return plan.launch_spec(self.layout, ranks, bind, cpusets=bool(self.state["cgroups"].get("cpuset")),
-                                memory_limited=bool(self.state["cgroups"].get("memory")),
+        return plan.launch_spec(self.layout, ranks, bind, enforced=_enforcement(self.state),
                                 netns_inodes={k: v for k, v in inodes.items() if v})
 
     def health(self) -> tuple[str, list[str]] | None:
@@ -167,7 +166,12 @@ def describe_state(st: dict) -> dict:
         "switches": [{"name": sw["name"], "bridge": sw["bridge"], "uplink_rate": sw["rate"],
                       "tbf_burst": sw["burst"], "delay_us": sw["delay"]} for sw in lay["switches"]],
         "cgroups": {kind: bool(paths) for kind, paths in st["cgroups"].items()},
+        "cgroup_mode": st.get("cgroup_mode", "v1"), "enforced_by": _enforcement(st),
     }
+
+
+def _enforcement(st: dict) -> dict:
+    return cgroups.enforcement(st.get("cgroup_mode", "v1"), st["cgroups"])  # states from before v2: v1
 
 
 def preview(topology, host: HostFacts | None = None) -> dict:
@@ -184,6 +188,7 @@ def preview(topology, host: HostFacts | None = None) -> dict:
                 for vm, (cpus, mems) in zip(topology.vms, assigned)],
         "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
         "up": current is not None,
+        "enforced_by": _enforcement(current) if current else cgroups.enforcement(*cgroups.plan({"vm": "vm"})),
     }
 
 
@@ -248,13 +253,10 @@ def _subnet(topology, host: HostFacts) -> ipaddress.IPv4Network:
 
 
 def _new_state(topology, lay: plan.Layout, persistent: bool) -> dict:
-    cgroups = {}
-    for kind in ("cpuset", "memory"):
-        root = linux.cgroup_root(kind)
-        cgroups[kind] = {vm.name: str(root / vm.netns) for vm in lay.vms} if root else {}
-    return {"version": state.VERSION, "id": topology.id, "name": topology.name, "source": topology.source,
+    mode, folders = cgroups.plan({vm.name: vm.netns for vm in lay.vms})
+    return {"cgroup_mode": mode, "version": state.VERSION, "id": topology.id, "name": topology.name, "source": topology.source,
             "spec_hash": topology.spec_hash(), "spec": topology.to_dict(), "layout": lay.to_dict(),
-            "cgroups": cgroups, "created": state.now(), "complete": False,
+            "cgroups": folders, "created": state.now(), "complete": False,
             "owner": None if persistent else state.me()}
 
 
@@ -283,15 +285,9 @@ def _create(st: dict) -> None:
     linux.tc_batch(_shaping(lay))
     for vm in lay.vms:
         linux.make_uts(vm.uts, vm.hostname)
-    for kind, paths in st["cgroups"].items():
-        for vm in lay.vms:
-            if vm.name not in paths:
-                continue
-            folder = Path(paths[vm.name])
-            if kind == "cpuset":
-                linux.make_cpuset(folder.parent, folder.name, format_cpulist(vm.cpus), format_cpulist(vm.mems))
-            else:
-                linux.make_memory(folder.parent, folder.name, vm.memory)
+    for vm in lay.vms:
+        cgroups.create(st.get("cgroup_mode", "v1"), st["cgroups"], vm.name, format_cpulist(vm.cpus),
+                       format_cpulist(vm.mems), vm.memory)
 
 
 def _shaping(lay: plan.Layout) -> list[str]:
@@ -358,10 +354,10 @@ def teardown(st: dict) -> None:
                           f"({', '.join(foreign[:4])}); nothing was removed; check it, and remove it by hand")
     lay = plan.Layout.from_dict(st["layout"])
     inodes = {i for i in (linux.netns_inode(vm.netns) for vm in lay.vms) if i}
-    cgroups = [path for paths in st.get("cgroups", {}).values() for path in paths.values()]
+    folders = cgroups.folders(st.get("cgroups", {}))
     pids = set(linux.pids_in_netns(inodes)) if inodes else set()
-    for folder in cgroups:
-        pids.update(linux.cgroup_pids(folder))
+    for folder in folders:
+        pids.update(cgroups.pids(folder))
     daemons = [pid for pid in pids if linux.command_name(pid) == "prted"]
     linux.kill(sorted(pids))
     _remove_session_dirs(daemons)
@@ -373,9 +369,8 @@ def teardown(st: dict) -> None:
     done = linux.ip_batch(lines, force=True)
     for vm in lay.vms:
         linux.unmount(vm.uts)
-    for folder in cgroups:
-        linux.remove_cgroup(folder)
-    left = leftovers(lay, cgroups)
+    cgroups.release(st.get("cgroup_mode", "v1"), st.get("cgroups", {}))
+    left = leftovers(lay, folders)
     if left:
         said = f" (ip exited with {done.returncode}: {done.stderr.strip()[:300]})" if done and done.returncode else ""
         raise LaunchError(f"topology {lay.name!r} could not be removed completely; left: {', '.join(left)}{said}")
@@ -481,15 +476,11 @@ def _orphans(known_ids: set[str]) -> list[str]:
     removed = []
     spaces = sorted(n for n in linux.netns_names() if orphan(state.ANY_NETNS, n))
     inodes = {i for i in (linux.netns_inode(n) for n in spaces) if i}
-    cgroup_dirs = []
-    for kind in ("cpuset", "memory"):
-        root = linux.cgroup_root(kind)
-        if root:
-            cgroup_dirs += [str(d) for d in sorted(root.glob(f"{plan.PREFIX}-*"))
-                            if d.is_dir() and orphan(state.ANY_NETNS, d.name)]
+    cgroup_dirs = [str(d) for root in cgroups.roots() for d in sorted(root.glob(f"{plan.PREFIX}-*"))
+                   if d.is_dir() and orphan(state.ANY_NETNS, d.name)]
     pids = set(linux.pids_in_netns(inodes)) if inodes else set()
     for folder in cgroup_dirs:
-        pids.update(linux.cgroup_pids(folder))
+        pids.update(cgroups.pids(folder))
     linux.kill(sorted(pids))
     links = sorted(n for n in linux.links() if orphan(state.ANY_LINK, n))
     lines = [f"link del {n}" for n in links] + [f"netns del {n}" for n in spaces]
@@ -502,7 +493,9 @@ def _orphans(known_ids: set[str]) -> list[str]:
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(f"directory {folder}")
     for folder in cgroup_dirs:
-        linux.remove_cgroup(folder)
+        cgroups.remove(folder)
         removed.append(f"cgroup {folder}")
+    if cgroup_dirs and cgroups.mode() == "v2":
+        cgroups.release("v2", {})  # and the controllers only they needed
     return removed
 

@@ -264,8 +264,8 @@ def agent_command() -> str:
     return f"{python} -m vnetbench.topologies.agent"
 
 
-def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bool = True,
-                memory_limited: bool = True, netns_inodes: dict | None = None,
+def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, enforced: dict | None = None,
+                netns_inodes: dict | None = None,
                 agent: str | None = None) -> LaunchSpec:
     """mpirun arguments that start ``ranks`` ranks in the VMs of ``lay``, and what to check.
 
@@ -294,8 +294,9 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, cpusets: bo
         "placement": lay.placement,
         "ranks_per_vm": {vm.name: counts[vm.index] for vm in used},
         "vms_share_cores": shared,
-        "vcpus_enforced_by": "cgroup cpuset" if cpusets else "cpu affinity",
-        "memory_limited_by": "cgroup memory" if memory_limited else "nothing (no cgroup memory controller)",
+        # what confines the VMs (cgroups.enforcement): "cgroup v2 cpuset", "cpu affinity", ...
+        "vcpus_enforced_by": (enforced or {}).get("vcpus", "cpu affinity"),
+        "memory_limited_by": (enforced or {}).get("memory", "none"),
     })
     mpi_mca = {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": lay.subnet, "osc": "^ucx", **mca}
     # not --leave-session-attached: with it, mpirun hung after its job in about 1 run in 5 here.

@@ -110,6 +110,8 @@ def _describe(topology, shown) -> str:
                  f"subnet {planned['subnet'] or 'chosen when it comes up'}" + (" (up)" if planned["up"] else ""))
     nodes = ", ".join(f"node {n}: cpus {format_cpulist(c)}" for n, c in planned["host"]["numa_nodes"].items())
     lines.append(f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}")
+    enforced = planned["enforced_by"]
+    lines.append(f"vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
     scaled = shown.get("scaled")
     if scaled:
         lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "

@@ -34,14 +34,10 @@ def _considered(name) -> bool:
 
 def network() -> dict:
     """What vnetbench may change in the host's networking, cgroups and state, comparable with ==."""
-    from vnetbench.topologies import linux
+    from vnetbench.topologies import cgroups as hierarchy
 
     links = [l for l in _json("ip", "-j", "link", "show") if _considered(l["ifname"])]
-    cgroups = []
-    for kind in ("cpuset", "memory"):
-        root = linux.cgroup_root(kind)
-        if root:
-            cgroups += sorted(str(p) for p in root.glob("vnb-*"))
+    cgroups = sorted(str(p) for root in hierarchy.roots() for p in root.glob("vnb-*"))
     return {
         "interfaces": sorted((l["ifname"], l.get("master"), l.get("link_type"), "UP" in l.get("flags", []))
                              for l in links),

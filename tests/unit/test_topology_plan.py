@@ -219,9 +219,14 @@ def test_rank_counts_out_of_range(ranks):
 
 
 def test_affinity_only_hosts_say_so():
-    spec = plan.launch_spec(lay_out("2vm-1vswitch"), 2, None, cpusets=False, memory_limited=False, agent="a")
+    spec = plan.launch_spec(lay_out("2vm-1vswitch"), 2, None, agent="a",
+                            enforced={"vcpus": "cpu affinity", "memory": "none"})
     assert spec.notes["vcpus_enforced_by"] == "cpu affinity"
-    assert spec.notes["memory_limited_by"].startswith("nothing")
+    assert spec.notes["memory_limited_by"] == "none"
+    spec = plan.launch_spec(lay_out("2vm-1vswitch"), 2, None, agent="a",
+                            enforced={"vcpus": "cgroup v2 cpuset", "memory": "cgroup v2 memory.max"})
+    assert spec.notes["vcpus_enforced_by"] == "cgroup v2 cpuset"
+    assert spec.notes["memory_limited_by"] == "cgroup v2 memory.max"
 
 
 def test_the_agent_command_is_this_python(monkeypatch):
