@@ -150,6 +150,8 @@ def handle_up(args) -> int:
     for vm in lay["vms"]:
         print(f"  {vm['name']}: {vm['hostname']} {vm['address']} on {vm['switch']}, cpus "
               f"{','.join(map(str, vm['cpus']))}")
+    enforced = netns.describe_state(st)["enforced_by"]
+    print(f"  vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
     return 0
 
 

@@ -1,0 +1,103 @@
+"""The guest tier: one virtme-ng guest (Debian's kernel under QEMU, this machine's filesystem as
+its root) for the whole tier, because this host is cgroup v1 without tc netem and the guest is
+cgroup v2 with it.
+
+The ``guest`` session fixture boots it once with tests/guest/inside.py as its only command; that
+script drives vnetbench's CLI in the guest and writes what it saw (facts.json) into a directory
+shared read-write with the host (vng --rwdir); the tests assert on those facts. KVM hangs on this
+machine (DESIGN.md, facts), so QEMU always runs with TCG (--disable-kvm): slow but real, so the
+guest is used for behaviour, never for timings. The tier skips, with the reason and the guest's
+last output lines, where vng, QEMU, busybox (virtme-ng's initramfs) or a kernel image is missing or
+the guest does not boot; the guest is killed whatever happens (its own process group).
+"""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+BOOT_TIMEOUT = 560  # the whole guest run; a quiet machine needs about 150 s, a loaded one twice that
+
+
+def _vng() -> str | None:
+    beside = Path(sys.executable).parent / "vng"  # the venv's, from the test extra
+    return str(beside) if beside.exists() else shutil.which("vng")
+
+
+def _kernel() -> str | None:
+    found = sorted(glob.glob("/boot/vmlinuz-*-amd64"))
+    return found[-1] if found else None
+
+
+def why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (the guest runs as the same user, and netns topologies need root)"
+    if not _vng():
+        return "needs virtme-ng (vng): pip install -e .[test]"
+    if not shutil.which("qemu-system-x86_64"):
+        return "needs QEMU (apt-get install qemu-system-x86)"
+    if not shutil.which("busybox"):
+        return "needs busybox for virtme-ng's initramfs (apt-get install busybox-static)"
+    if not _kernel():
+        return "needs a kernel image /boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)"
+    return None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """QEMU and vng's helpers are in the guest run's own session: end all of them."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="session")
+def guest():
+    """The facts inside.py wrote in the guest (dict); the tier skips when the guest did not boot."""
+    reason = why_not()
+    if reason:
+        pytest.skip(f"guest tier: {reason}")
+    shared = Path(tempfile.mkdtemp(prefix="vnb-guest-"))
+    bindir = str(Path(sys.executable).parent)
+    argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--memory", "2G", "--cpus", "2",
+            f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
+            "--exec", f"{sys.executable} {HERE / 'inside.py'} {shared}"]
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}  # vng runs virtme-run by name
+    log = shared / "console.log"
+    started = time.monotonic()
+    try:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
+            try:
+                proc.wait(BOOT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                _kill_group(proc)
+        seconds = time.monotonic() - started
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        facts_file = shared / "facts.json"
+        if not facts_file.exists():
+            pytest.skip(f"guest tier: the guest did not boot or could not run inside.py within {BOOT_TIMEOUT} s "
+                        f"(vng exited {proc.returncode}); its last lines:\n{tail}")
+        facts = json.loads(facts_file.read_text())
+        facts["host"] = {"seconds": round(seconds, 1), "console_tail": tail, "returncode": proc.returncode}
+        yield facts
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

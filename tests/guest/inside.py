@@ -1,0 +1,214 @@
+"""Run inside the guest tier's virtme-ng guest (a cgroup v2 kernel with tc netem): observe, never judge.
+
+``python tests/guest/inside.py OUT`` drives vnetbench through its CLI on the guest and writes what
+it saw to OUT/facts.json after every step (so a step that hangs still leaves the earlier ones);
+tests/guest/test_guest.py asserts on those facts on the host. Under TCG every command is slow
+(tens of seconds for a CLI call), so the steps share one topology: up, look, ping, exec, down,
+then one failed run of a preset. Only the standard library is used here.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SPEC = HERE / "confined.yaml"
+CGROUP = Path("/sys/fs/cgroup")
+RUN_DIR = Path("/run/vnetbench")
+OURS = re.compile(r"^vnb")
+HOG = 512 << 20  # four times the VMs' 128 MB cap
+PINGS = 15
+
+OUT = Path(sys.argv[1])
+facts: dict = {"steps": {}}
+
+
+def save() -> None:
+    tmp = OUT / "facts.json.tmp"
+    tmp.write_text(json.dumps(facts, indent=1))
+    os.replace(tmp, OUT / "facts.json")
+
+
+def step(name):
+    """Run one observation; its exception is a fact too (the host test that needs it says so)."""
+    def wrap(fn):
+        started = time.monotonic()
+        try:
+            facts[name] = fn()
+            facts["steps"][name] = {"ok": True}
+        except Exception as exc:  # noqa: BLE001 - reported to the host, which fails the test
+            facts["steps"][name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        facts["steps"][name]["seconds"] = round(time.monotonic() - started, 1)
+        save()
+        return fn
+    return wrap
+
+
+def vnetbench(*args, timeout=300) -> dict:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "vnetbench", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                                                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    return {"argv": list(args), "rc": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-4000:],
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def read(path) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def hierarchy() -> dict:
+    """Every vnb-named folder anywhere in the cgroup tree, and every subtree_control on the way."""
+    found, controls = [], {}
+    for folder, dirs, _ in os.walk(CGROUP):
+        controls[folder] = read(Path(folder) / "cgroup.subtree_control")
+        found += [os.path.join(folder, d) for d in dirs if OURS.match(d)]
+        dirs[:] = [d for d in dirs if not OURS.match(d)]
+    return {"ours": sorted(found), "subtree_control": controls,
+            "run_dir": sorted(os.listdir(RUN_DIR)) if RUN_DIR.is_dir() else [],
+            "namespaces": sorted(n for n in os.listdir("/run/netns") if OURS.match(n))
+            if os.path.isdir("/run/netns") else [],
+            "links": sorted(n for n in os.listdir("/sys/class/net") if OURS.match(n))}
+
+
+def state() -> dict:
+    for path in RUN_DIR.glob("*/state.json"):
+        st = json.loads(path.read_text())
+        if st["name"] == "guest-confined":
+            return st
+    raise RuntimeError("no state for guest-confined under /run/vnetbench")
+
+
+@step("guest")
+def _guest():
+    return {"uname": os.uname().release, "cgroup_fs": subprocess.run(["stat", "-fc", "%T", str(CGROUP)],
+            capture_output=True, text=True).stdout.strip(), "controllers": read(CGROUP / "cgroup.controllers"),
+            "before": hierarchy()}
+
+
+@step("up")
+def _up():
+    return vnetbench("topology", "up", str(SPEC))
+
+
+@step("confined")
+def _confined():
+    st = state()
+    vms = {}
+    for vm in st["layout"]["vms"]:
+        folder = st["cgroups"]["cpuset"][vm["name"]]
+        vms[vm["name"]] = {"planned_cpus": vm["cpus"], "planned_mems": vm["mems"], "planned_memory": vm["memory"],
+                           "folder": folder, "memory_folder": st["cgroups"]["memory"][vm["name"]],
+                           **{name: read(Path(folder) / name) for name in
+                              ("cpuset.cpus", "cpuset.mems", "cpuset.cpus.effective", "memory.max",
+                               "memory.swap.max")}}
+    return {"mode": st.get("cgroup_mode"), "vms": vms, "while_up": hierarchy()}
+
+
+@step("qdiscs")
+def _qdiscs():
+    st = state()
+    shown = json.loads(subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True,
+                                      check=True).stdout)
+    uplinks = {sw["name"]: sw["uplink"] for sw in st["layout"]["switches"] if sw.get("uplink")}
+    return {"uplinks": uplinks, "delay_us": {sw["name"]: sw["delay"] for sw in st["layout"]["switches"]},
+            "qdiscs": [{"dev": q["dev"], "kind": q["kind"], "options": q.get("options", {})}
+                       for q in shown if OURS.match(q["dev"])]}
+
+
+CLIENT = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)
+rtts = []
+for i in range({pings}):
+    t = time.perf_counter(); s.sendto(str(i).encode(), ({head!r}, {port}))
+    while s.recv(64) != str(i).encode():
+        pass
+    rtts.append((time.perf_counter() - t) * 1000)
+print(" ".join(f"{{r:.3f}}" for r in rtts))
+"""
+
+
+@step("rtt")
+def _rtt():
+    """UDP ping-pong from each VM's namespace to the head (on the physical switch), across its uplink."""
+    st = state()
+    head = st["layout"]["head"]
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind((head, 0))
+    server.settimeout(1)
+    port, stop = server.getsockname()[1], threading.Event()
+
+    def echo():
+        while not stop.is_set():
+            try:
+                data, peer = server.recvfrom(64)
+                server.sendto(data, peer)
+            except socket.timeout:
+                continue
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    rtts = {}
+    try:
+        for vm in st["layout"]["vms"]:
+            done = subprocess.run(["nsenter", f"--net=/run/netns/{vm['netns']}", sys.executable, "-I", "-S", "-c",
+                                   CLIENT.format(pings=PINGS, head=head, port=port)],
+                                  capture_output=True, text=True, timeout=120, check=True)
+            rtts[vm["name"]] = {"switch": vm["switch"], "ms": [float(x) for x in done.stdout.split()]}
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    return rtts
+
+
+# each rank: where it is confined, then a process beyond the VM's memory cap, and what the cgroup counted
+RANK = f"""
+g=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+before=$(awk '/^oom_kill /{{print $2}}' "$g/memory.events")
+{sys.executable} -I -S -c 'b = bytearray({HOG}); print(len(b))' >/dev/null 2>&1; rc=$?
+after=$(awk '/^oom_kill /{{print $2}}' "$g/memory.events")
+echo "VNBFACT $(hostname) $$ $(sed -n 's/^0:://p' /proc/self/cgroup) \
+$(awk '/^Cpus_allowed_list/{{print $2}}' /proc/self/status) $rc $before $after"
+"""
+
+
+@step("exec")
+def _exec():
+    store = OUT / "store.jsonl"
+    ran = vnetbench("exec", "--topology", str(SPEC), "--ranks", "2", "--timeout", "240", "--record",
+                    "--store", str(store), "--", "sh", "-c", RANK)
+    ranks = []
+    for line in ran["stdout"].splitlines():
+        if line.startswith("VNBFACT "):
+            host, pid, cgroup, cpus, rc, before, after = line.split()[1:]
+            ranks.append({"hostname": host, "pid": int(pid), "cgroup": cgroup, "cpus": cpus, "hog_rc": int(rc),
+                          "oom_kill_before": int(before), "oom_kill_after": int(after)})
+    records = [json.loads(line) for line in store.read_text().splitlines()] if store.exists() else []
+    last = records[-1] if records else {}
+    return {**ran, "ranks": ranks, "record": {k: last.get(k) for k in ("status", "topology", "launch")}}
+
+
+@step("down")
+def _down():
+    return {**vnetbench("topology", "down", str(SPEC)), "after": hierarchy()}
+
+
+@step("failed_run")
+def _failed_run():
+    return {**vnetbench("exec", "--topology", "2vm-1vswitch", "--ranks", "2", "--timeout", "240", "--",
+                        "sh", "-c", "exit 3"), "after": hierarchy()}
+
+
+facts["done"] = True
+save()
