@@ -1,10 +1,10 @@
 """cgroup v2 confinement and tc netem delay, for real, in a virtme-ng guest (see conftest.py).
 
 Each test asserts on what tests/guest/inside.py observed in the guest while it drove the CLI:
-the topology tests/guest/confined.yaml brought up with ``topology up``, its VMs' cgroup files,
-a ``vnetbench exec`` whose ranks report their own cgroup and cpus and run a process beyond the
-VM's memory cap, a UDP ping-pong across a delayed and an undelayed uplink, ``topology down``,
-and a failed run. Timings under TCG mean nothing, except as lower bounds netem guarantees.
+``topology show`` of tests/guest/confined.yaml, a ``vnetbench exec`` on it (which brings it up,
+runs ranks that report their own cgroup and cpus and start a process beyond the VM's memory cap,
+and takes it down), meanwhile the VMs' cgroup files, qdiscs and a UDP ping-pong across a delayed
+and an undelayed uplink, the hierarchy after the run, and a failed run. Timings under TCG mean nothing, except as lower bounds netem guarantees.
 """
 
 import statistics
@@ -36,10 +36,13 @@ def test_the_guest_is_a_cgroup_v2_host(guest):
     assert facts["before"]["ours"] == []
 
 
-def test_up_confines_each_vm_in_its_own_v2_group(guest):
-    up = observed(guest, "up")
-    ran(up)
-    assert "vCPUs enforced by cgroup v2 cpuset; memory limited by cgroup v2 memory.max" in up["stdout"]
+def test_show_says_cgroup_v2_enforces_the_vms(guest):
+    show = observed(guest, "show")
+    ran(show)
+    assert "vCPUs enforced by cgroup v2 cpuset; memory limited by cgroup v2 memory.max" in show["stdout"]
+
+
+def test_each_vm_is_confined_in_its_own_v2_group(guest):
     confined = observed(guest, "confined")
     assert confined["mode"] == "v2"
     vms = confined["vms"]
@@ -110,11 +113,11 @@ def test_a_ping_pong_across_the_delayed_uplink_takes_twice_the_delay_longer(gues
     assert extra >= 0.75 * 2 * DELAY_MS, f"delayed {delayed}, undelayed {plain}"
 
 
-def test_down_leaves_the_hierarchy_as_it_was(guest):
+def test_the_run_leaves_the_hierarchy_as_it_was(guest):
     before = observed(guest, "guest")["before"]
-    down = observed(guest, "down")
-    ran(down)
-    assert down["after"] == before
+    run = observed(guest, "exec")
+    ran(run)
+    assert run["after"] == before
 
 
 def test_a_failed_run_leaves_nothing_behind(guest):
