@@ -1,9 +1,9 @@
 """The netns backend: VMs emulated on this Linux host, as namespaces, bridges and shaped veths.
 
 A VM is a network namespace plus a UTS namespace (its own hostname), a veth into its switch's
-bridge, an address on the topology's subnet, a cgroup cpuset of its vCPUs and a cgroup memory
-limit. A switch is a bridge; a switch with an uplink joins the physical-switch bridge over a veth
-pair shaped by tc tbf both ways. mpirun runs on the host, with an address on the physical switch
+bridge, an address on the topology's subnet, and cgroups (cgroups.py: v2 or v1) confining it to
+its vCPUs and memory. A switch is a bridge; a switch with an uplink joins the physical-switch
+bridge over a veth pair shaped by tc tbf both ways (and delayed by netem, when it has a delay). mpirun runs on the host, with an address on the physical switch
 (or on the only switch), like a head node; its daemons reach the VMs through the launch agent.
 """
 
@@ -200,7 +200,8 @@ def preflight(topology) -> None:
     for i, sw in enumerate(topology.switches):
         if sw.uplink and sw.uplink.delay is not None and not linux.has_netem():
             raise SpecError(f"{topology.locate('switches', i, 'uplink', 'delay')}: delay needs tc netem, which "
-                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
+                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem "
+                            f"(Debian's has it)")
 
 
 def up(topology, persistent: bool = True, host: HostFacts | None = None) -> tuple[dict, bool]:

@@ -101,7 +101,8 @@ class _Spec(BaseModel):
 
 class Uplink(_Spec):
     """A switch's link to the physical switch: shaped to ``rate`` (bits/s) both ways; ``delay``
-    (microseconds) is added in each direction, where the kernel has tc netem."""
+    (microseconds) is added in each direction by tc netem (tested for real in the guest tier,
+    tests/guest); a kernel without netem refuses the spec."""
 
     rate: Rate
     delay: Delay | None = None
