@@ -111,8 +111,8 @@ def _real(path) -> str:
 
 def enter(vm: dict, cgroups: dict) -> None:
     """Put this process into the VM's cgroups and onto its cpus (inherited by what it runs)."""
-    for kind in ("cpuset", "memory"):
-        folder = cgroups.get(kind, {}).get(vm["name"])
+    # on cgroup v2 both kinds name the VM's one group: joined once
+    for folder in dict.fromkeys(cgroups.get(kind, {}).get(vm["name"]) for kind in ("cpuset", "memory")):
         if folder:
             with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
                 handle.write(str(os.getpid()))

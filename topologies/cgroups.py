@@ -193,6 +193,14 @@ def plan(folder_names: dict[str, str]) -> tuple[str, dict]:
 def create(found: str, cgroups: dict, vm: str, cpus: str, mems: str, memory: int) -> None:
     """Make VM ``vm``'s folder(s) as ``cgroups`` (a ``plan`` for mode ``found``) says: its cpus,
     NUMA nodes and memory cap."""
+    try:
+        _create(found, cgroups, vm, cpus, mems, memory)
+    except OSError as exc:
+        raise LaunchError(f"cannot confine VM {vm} in its cgroup ({exc.filename or 'cgroup'}): {exc.strerror}; "
+                          f"cgroup mode {found}") from exc
+
+
+def _create(found: str, cgroups: dict, vm: str, cpus: str, mems: str, memory: int) -> None:
     cpuset, limit = cgroups.get("cpuset", {}).get(vm), cgroups.get("memory", {}).get(vm)
     if found == "v2" and cpuset:
         folder = Path(cpuset)

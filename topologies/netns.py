@@ -200,8 +200,7 @@ def preflight(topology) -> None:
     for i, sw in enumerate(topology.switches):
         if sw.uplink and sw.uplink.delay is not None and not linux.has_netem():
             raise SpecError(f"{topology.locate('switches', i, 'uplink', 'delay')}: delay needs tc netem, which "
-                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem "
-                            f"(Debian's has it)")
+                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
 
 
 def up(topology, persistent: bool = True, host: HostFacts | None = None) -> tuple[dict, bool]:
