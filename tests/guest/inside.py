@@ -35,6 +35,10 @@ def save() -> None:
     os.replace(tmp, OUT / "facts.json")
 
 
+def since_boot() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
 def step(name):
     """Run one observation; its exception is a fact too (the host test that needs it says so)."""
     def wrap(fn):
@@ -45,6 +49,7 @@ def step(name):
         except Exception as exc:  # noqa: BLE001 - reported to the host, which fails the test
             facts["steps"][name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         facts["steps"][name]["seconds"] = round(time.monotonic() - started, 1)
+        facts["steps"][name]["since_boot"] = since_boot()
         save()
         return fn
     return wrap
@@ -84,7 +89,7 @@ def state() -> dict:
 
 @step("guest")
 def _guest():
-    return {"uname": os.uname().release, "cgroup_fs": subprocess.run(["stat", "-fc", "%T", str(CGROUP)],
+    return {"uname": os.uname().release, "booted_in": since_boot(), "cgroup_fs": subprocess.run(["stat", "-fc", "%T", str(CGROUP)],
             capture_output=True, text=True).stdout.strip(), "controllers": read(CGROUP / "cgroup.controllers"),
             "before": hierarchy()}
 
