@@ -98,6 +98,9 @@ def guest():
                         f"(vng exited {proc.returncode}); its last lines:\n{tail}")
         facts = json.loads(facts_file.read_text())
         facts["host"] = {"seconds": round(seconds, 1), "console_tail": tail, "returncode": proc.returncode}
+        # shown with -s: where the tier's time goes (TCG; disturbed by whatever else the machine runs)
+        print(f"\nguest tier: {seconds:.0f} s in all; the guest booted in {facts.get('guest', {}).get('booted_in')} s; "
+              + ", ".join(f"{name} ended at {step.get('since_boot')} s" for name, step in facts["steps"].items()))
         yield facts
     finally:
         shutil.rmtree(shared, ignore_errors=True)
