@@ -79,8 +79,11 @@ def script(request_path: Path, out_dir: Path) -> str:
     ])
 
 
-def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | None = None) -> str:
-    """sbatch the request on ``topology``; the job id. UsageError when the partition cannot provide the layout."""
+def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | None = None, mpi=None) -> str:
+    """sbatch the request on ``topology``; the job id. UsageError when the partition cannot provide the layout,
+    or its srun cannot start ``mpi``'s ranks (a flavours.Launcher) when the topology asks for srun."""
+    if mpi is not None:
+        slurm.step_launcher(topology.launcher, mpi)
     cluster = slurm.discover(topology.partition)
     nodes = topology.node_count(ranks)
     placing, why = cluster.layout(nodes, topology.switches)
@@ -204,12 +207,16 @@ def _tail(path: Path, lines: int = 5) -> str:
 def run(topology, kernel: str, params: dict, ranks: int, *, repeat: int, timeout: float, bind, rank_options: dict,
         mpi, store, on_record) -> list[dict]:
     """One batch job for ``repeat`` repetitions; wait; append and return its records."""
+    from vnetbench import mpiselect
+
+    launcher = mpiselect.choose(mpi)[0]
     work = work_dir(store)
+    # the job starts the very launcher chosen here (by path): --mpi holds on the nodes
     request = {"kernel": kernel, "params": params, "ranks": ranks, "repeat": repeat, "timeout": timeout,
-               "bind": bind, "rank_options": rank_options, "mpi": mpi, "topology": topology.ref,
+               "bind": bind, "rank_options": rank_options, "mpi": launcher.path, "topology": topology.ref,
                "store": str(work / "records.jsonl")}
     try:
-        job_id = submit(topology, request, ranks, work)
+        job_id = submit(topology, request, ranks, work, mpi=launcher)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         _remove_root(store)
@@ -276,6 +283,9 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
     """
     from vnetbench.store import append_or_show
 
+    if plan.launcher is not None:  # a launcher the site cannot do is refused before any job is submitted
+        for name in {job.topology for job in jobs}:
+            slurm.step_launcher(plan.topologies[name].launcher, plan.launcher)
     path = ledger_path(store)
     ledger = _read_ledger(path)
     pending = {}  # job id -> (sweep job, work dir, request, topology)
@@ -290,9 +300,10 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
             continue
         work = work_dir(store)
         request = {"kernel": plan.kernel, "params": plan.params, "ranks": job.ranks, "repeat": 1,
-                   "timeout": plan.timeout, "bind": plan.bind, "rank_options": plan.run_options, "mpi": None,
+                   "timeout": plan.timeout, "bind": plan.bind, "rank_options": plan.run_options,
+                   "mpi": plan.launcher.path if plan.launcher else None,  # the sweep's --mpi, on the nodes too
                    "topology": topology.ref, "store": str(work / "records.jsonl")}
-        job_id = submit(topology, request, job.ranks, work)
+        job_id = submit(topology, request, job.ranks, work, mpi=plan.launcher)
         ledger[key] = {"job_id": job_id, "work": str(work), "request": request}
         _write_ledger(path, ledger)
         pending[job_id] = (job, work, request, topology)

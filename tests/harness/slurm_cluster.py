@@ -113,6 +113,11 @@ class SlurmCluster:
         return self.dir / "etc" / "slurm.conf"
 
     @property
+    def node_tmp(self) -> Path:
+        """The path where each node sees its own temp dir (bound there in the node's mount namespace)."""
+        return self.dir / "nodetmp"
+
+    @property
     def leaf_switches(self) -> list[str]:
         return [f"{PREFIX}{self.tag}s{k}" for k in range(self.switches)]
 
@@ -158,6 +163,16 @@ class SlurmCluster:
                 return
             time.sleep(0.3)
         raise RuntimeError(f"Slurm nodes not idle after {timeout:g} s: {states}\n{self.log_tail()}")
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until no job is queued, running or completing and every node is idle."""
+        deadline = time.monotonic() + timeout
+        while self.slurm("squeue", "-h", "-o", "%i", check=False).stdout.strip():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Slurm jobs still queued after {timeout:g} s: "
+                                   f"{self.slurm('squeue', check=False).stdout}")
+            time.sleep(0.3)
+        self.wait_idle(timeout=max(1.0, deadline - time.monotonic()))
 
     def log_tail(self, lines: int = 20) -> str:
         out = []
@@ -328,6 +343,8 @@ class SlurmCluster:
             "",
         ]))
         (d / "etc" / "plugstack.conf").write_text("")
+        self.node_tmp.mkdir(exist_ok=True)
+        (d / "etc" / "mpi.conf").write_text(f"PMIxCliTmpDirBase={self.node_tmp}\n")
         topo = [f"SwitchName={leaf} Nodes={','.join(n.name for n in self.nodes if n.switch == leaf)}"
                 for leaf in self.leaf_switches]
         topo.append(f"SwitchName={PREFIX}{self.tag}p Switches={','.join(self.leaf_switches)}")
@@ -341,8 +358,14 @@ class SlurmCluster:
         self._wait(lambda: self.slurm("scontrol", "ping", check=False).stdout.count("UP") > 0, "slurmctld")
 
     def _start_slurmd(self, node: Node) -> None:
-        argv = ["nsenter", f"--net=/run/netns/{node.netns}", "unshare", "--uts", "--", "sh", "-c",
-                'hostname "$0" && exec "$@"', node.name, "slurmd", "-D", "-N", node.name, "-f", str(self.conf)]
+        # its own UTS namespace (hostname) and mount namespace: the node's private temp dir is bound over
+        # the shared NODE_TMP path, as a cluster node has its own /tmp (srun --mpi=pmix makes a directory
+        # there named by job and step only: nodes sharing one would collide)
+        private = self.dir / "tmp" / node.name
+        private.mkdir(parents=True, exist_ok=True)
+        argv = ["nsenter", f"--net=/run/netns/{node.netns}", "unshare", "--uts", "--mount", "--propagation",
+                "private", "--", "sh", "-c", 'hostname "$0" && mount --bind "$1" "$2" && shift 2 && exec "$@"',
+                node.name, str(private), str(self.node_tmp), "slurmd", "-D", "-N", node.name, "-f", str(self.conf)]
         node.proc = self._spawn(argv, f"slurmd-{node.name}-out")
 
     def _spawn(self, argv: list[str], log_name: str) -> subprocess.Popen:

@@ -1,10 +1,13 @@
 """The slurm backend on a real Slurm cluster: jobs submitted, placed by Slurm's switch tree, their states mapped."""
 
 import json
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +28,10 @@ def switches_of(cluster, nodes):
 def jobs(cluster) -> dict[str, str]:
     out = cluster.slurm("squeue", "-h", "-o", "%i %T").stdout
     return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def steps(cluster, job: str) -> list[str]:
+    return cluster.slurm("squeue", "-h", "-s", "-j", job, "-o", "%i", check=False).stdout.split()
 
 
 def wait_for(predicate, timeout=30.0, what="condition"):
@@ -88,12 +95,31 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
     spec = tmp_path / "short.yaml"
     spec.write_text(f"name: short\nbackend: slurm\npartition: {cluster.partition}\nnodes: 2\nswitches: 1\n"
                     f"time_limit: \"0:02\"\n")
-    done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", spec, "--store", tmp_path / "r.jsonl",
-                     "--json", *ENDLESS, env=cluster.env(), timeout=150, check=1)
-    (record,) = json_lines(done.stdout)
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--topology",
+                             str(spec), "--store", str(tmp_path / "r.jsonl"), "--json", *ENDLESS], env=cluster.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job = wait_for(lambda: next((j for j, s in jobs(cluster).items() if s == "RUNNING"), None), 60,
+                       "the job running")
+        # the ranks run (their job step exists): a job ended before that fails to start its step instead
+        wait_for(lambda: f"{job}.0" in steps(cluster, job), 60, "the ranks' job step running")
+        # the YAML's limit reached Slurm (which counts limits in whole minutes: 2 s is one minute)
+        assert "TimeLimit=00:01:00" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout
+        # rather than wait that minute (and up to 30 s more for slurmctld's periodic check), the job's end
+        # is moved to now: slurmctld's own time-limit check then ends it, TIMEOUT, as at the limit
+        wait_for(lambda: cluster.slurm("scontrol", "update", f"JobId={job}", "EndTime=now", check=False)
+                 .returncode == 0, 30, "slurmctld accepting the new end time")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    (record,) = json_lines(out)
     assert record["status"] == "timeout", (record["slurm"], record["validation"])
-    assert record["slurm"]["state"] == "TIMEOUT"
+    assert record["slurm"]["state"] == "TIMEOUT" and record["slurm"]["job_id"] == job
     assert "TIMEOUT" in record["validation"]["detail"]
+    assert "TimeLimit" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout.split("Reason=")[1][:20]
     assert jobs(cluster) == {}
 
 
@@ -219,3 +245,97 @@ def test_hosts_check_through_slurm(cluster):
     assert "verdict: ok" in done.stderr
     bad = vnetbench("hosts", "check", "--slurm", "nosuchpart", env=cluster.env(), check=2)
     assert "no such partition" in bad.stderr
+
+
+def job_ids(cluster) -> set[str]:
+    """Every job slurmctld remembers (MinJobAge keeps ended ones for minutes): a submission shows here."""
+    out = cluster.slurm("scontrol", "show", "job", "-o").stdout
+    return {line.split()[0].split("=")[1] for line in out.splitlines() if line.startswith("JobId=")}
+
+
+def test_run_and_exec_inside_an_allocation_use_it_without_submitting(cluster, tmp_path):
+    before = job_ids(cluster)
+    store = tmp_path / "r.jsonl"
+    py = shlex.quote(sys.executable)
+    ref = f"slurm:{cluster.partition}"
+    smoke = shlex.join(SMOKE)
+    # what a user types in the shell salloc gives (salloc runs it on this host with the allocation's SLURM_*)
+    (tmp_path / "inside.sh").write_text(f"""set -e
+cd {shlex.quote(str(tmp_path))}
+echo "$SLURM_JOB_ID" > job
+{py} -m vnetbench run pingpong --ranks 2 --topology {ref} --store r.jsonl --json {smoke} > auto.json
+{py} -m vnetbench run pingpong --ranks 2 --topology {ref}@mpirun --store r.jsonl --json {smoke} > mpirun.json
+{py} -m vnetbench exec --topology {ref} --ranks 2 --show -- hostname > exec.out
+""")
+    done = subprocess.run(["salloc", "--nodes=2", "--ntasks=2", "--switches=1", f"--partition={cluster.partition}",
+                           "sh", str(tmp_path / "inside.sh")], env=cluster.env(), capture_output=True, text=True,
+                          timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    job = (tmp_path / "job").read_text().strip()
+    assert job_ids(cluster) - before == {job}, "vnetbench submitted a job inside the allocation"
+    nodes = cluster.slurm("scontrol", "show", "hostnames",
+                          cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%N").stdout.strip()).stdout.split()
+    assert len(nodes) == 2 and len(switches_of(cluster, nodes)) == 1
+    for name, launcher in (("auto", "srun --mpi=pmix"), ("mpirun", "mpirun")):
+        (record,) = json_lines((tmp_path / f"{name}.json").read_text())
+        assert record["status"] == "ok", record["validation"]
+        slurm = record["topology"]["slurm"]
+        assert slurm["job_id"] == job and sorted(slurm["nodes"]) == sorted(nodes)
+        assert sorted(p["hostname"] for p in record["placement"]) == sorted(nodes)
+        assert record["launch"]["notes"]["launcher"] == launcher
+        assert record["launch"]["command"].split()[0].endswith("srun" if name == "auto" else "mpirun")
+        assert "slurm" not in record or record["slurm"].get("job_id") in (None, job)
+    assert sorted((tmp_path / "exec.out").read_text().split()) == sorted(nodes)
+    assert "srun --mpi=pmix" in done.stderr  # --show: exec started its ranks with srun too
+    assert len(store.read_text().splitlines()) == 2
+
+
+def test_srun_the_site_cannot_do_is_refused_before_submitting(cluster, tmp_path):
+    # a site whose Slurm has no PMIx plugin: the same cluster seen through a configuration whose PluginDir
+    # lacks mpi_pmix*, so that its srun --mpi=list offers pmi2 but not pmix (what Open MPI's ranks need)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    real = Path(cluster.slurm("scontrol", "show", "config").stdout.split("PluginDir", 1)[1].split("=", 1)[1]
+                .split()[0])
+    for plugin in real.iterdir():
+        if not plugin.name.startswith("mpi_pmix"):
+            (plugins / plugin.name).symlink_to(plugin)
+    etc = tmp_path / "etc"
+    shutil.copytree(cluster.conf.parent, etc)
+    with open(etc / "slurm.conf", "a") as conf:
+        conf.write(f"PluginDir={plugins}\n")
+    env = {**cluster.env(), "SLURM_CONF": str(etc / "slurm.conf")}
+    listed = subprocess.run(["srun", "--mpi=list"], env=env, capture_output=True, text=True, timeout=30)
+    assert "pmi2" in listed.stdout + listed.stderr and "pmix" not in listed.stdout + listed.stderr
+    before = job_ids(cluster)
+    store = tmp_path / "r.jsonl"
+    for argv in (["run", "pingpong", "--ranks", "2", "--topology", f"slurm:{cluster.partition}/2nodes-1switch@srun"],
+                 ["sweep", "--kernel", "pingpong", "--ranks", "2", "--topologies",
+                  f"slurm:{cluster.partition}/2nodes-1switch@srun"]):
+        done = vnetbench(*argv, "--store", store, *SMOKE, env=env, check=2)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "launcher: srun cannot start Open MPI" in done.stderr and "pmix" in done.stderr
+    assert job_ids(cluster) == before and not store.exists()
+    assert not list(tmp_path.glob("r.jsonl.slurm*"))
+
+
+def test_srun_starts_mpich_ranks_with_pmi2(cluster, tmp_path):
+    from harness import mpi_venvs
+
+    try:
+        python = mpi_venvs.venv("mpich") / "bin" / "python"
+    except mpi_venvs.Unavailable as exc:
+        pytest.skip(str(exc))
+    done = subprocess.run([str(python), "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--mpi", "mpich",
+                           "--topology", f"slurm:{cluster.partition}/2nodes-2switches@srun", "--store",
+                           str(tmp_path / "r.jsonl"), "--json", *SMOKE], env=cluster.env(), capture_output=True,
+                          text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = json_lines(done.stdout)
+    assert record["status"] == "ok", record["validation"]
+    assert record["launch"]["mpi"]["flavour"] == "mpich"
+    assert record["launch"]["notes"]["launcher"] == "srun --mpi=pmi2"
+    assert record["launch"]["command"].startswith("srun --mpi=pmi2")
+    nodes = record["topology"]["slurm"]["nodes"]
+    assert len(switches_of(cluster, nodes)) == 2
+    assert sorted(p["hostname"] for p in record["placement"]) == sorted(nodes)
