@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import json_lines, vnetbench
+from conftest import BIN, json_lines, vnetbench
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,6 +32,16 @@ def jobs(cluster) -> dict[str, str]:
 
 def steps(cluster, job: str) -> list[str]:
     return cluster.slurm("squeue", "-h", "-s", "-j", job, "-o", "%i", check=False).stdout.split()
+
+
+def chosen_mpi(tmp_path) -> Path:
+    """A launcher path of the user's choosing (the venv's mpirun under another name): a job that runs it
+    says so in its record's launch.mpi, one that picked its own MPI names the venv's mpirun instead."""
+    path = tmp_path / "bin" / "my-mpirun"
+    path.parent.mkdir()
+    path.write_text(f"#!/bin/sh\nexec {shlex.quote(str(BIN / 'mpirun'))} \"$@\"\n")
+    path.chmod(0o755)
+    return path
 
 
 def wait_for(predicate, timeout=30.0, what="condition"):
@@ -70,9 +80,10 @@ def test_show_lists_nodes_and_switches_and_refuses_what_the_partition_lacks(clus
 def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
     store = tmp_path / "results.jsonl"
     records = {}
+    mpi = chosen_mpi(tmp_path)
     for layout in ("2nodes-1switch", "2nodes-2switches"):
         done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", f"slurm:{cluster.partition}/{layout}",
-                         "--store", store, "--json", *SMOKE, env=cluster.env(), timeout=120, check=0)
+                         "--mpi", mpi, "--store", store, "--json", *SMOKE, env=cluster.env(), timeout=120, check=0)
         (record,) = json_lines(done.stdout)
         records[layout] = record
     for layout, want in (("2nodes-1switch", 1), ("2nodes-2switches", 2)):
@@ -87,6 +98,9 @@ def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
         # the ranks really ran on those nodes (each rank checks its hostname)
         assert sorted(p["hostname"] for p in record["placement"]) == sorted(inner["nodes"])
         assert record["metrics"]["sizes"]
+        # the job ran the MPI chosen with --mpi, its ranks started by srun with Open MPI's PMIx
+        assert record["launch"]["mpi"]["launcher"] == str(mpi)
+        assert record["launch"]["notes"]["launcher"] == "srun --mpi=pmix"
     report = vnetbench("report", "--store", store, check=0)
     assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
 
@@ -184,10 +198,12 @@ def layouts(cluster) -> str:
 
 def test_sweep_across_one_and_two_switches_then_report(cluster, tmp_path):
     store = tmp_path / "results.jsonl"
+    mpi = chosen_mpi(tmp_path)
     done = vnetbench("sweep", "--kernel", "pingpong", "--topologies", layouts(cluster), "--ranks", "2",
-                     "--repeat", "2", "--store", store, *SMOKE, env=cluster.env(), timeout=150, check=0)
+                     "--repeat", "2", "--mpi", mpi, "--store", store, *SMOKE, env=cluster.env(), timeout=150, check=0)
     records = [json.loads(line) for line in store.read_text().splitlines()]
     assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    assert all(r["launch"]["mpi"]["launcher"] == str(mpi) for r in records), "a job did not use --mpi's MPI"
     by_topology = {}
     for record in records:
         by_topology.setdefault(record["topology"]["name"], []).append(record)
