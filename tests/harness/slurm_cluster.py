@@ -22,21 +22,20 @@ Leaving the context, or a failure while starting, kills every process started he
 in the namespaces, deletes namespaces and links, and removes the directory.
 """
 
-import atexit
 import ipaddress
 import os
 import secrets
 import shutil
-import signal
-import tempfile
 import socket
 import subprocess
-import threading
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.procs import kill
+
+from .lifecycle import Lifecycle, links as _links, netns_pids as _netns_pids, run as _run
 
 PREFIX = "vnbs"
 # the netns backend uses 10.213.0.0/16, the SSH hosts 10.214.0.0/16
@@ -61,22 +60,10 @@ def missing_requirements() -> str | None:
     return None
 
 
-def _run(argv: list[str], timeout: float = 20, check: bool = True, env=None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
-
-
-def _netns_pids(netns: str) -> list[int]:
-    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
 
 
 @dataclass
@@ -89,22 +76,22 @@ class Node:
     proc: subprocess.Popen | None = None
 
 
-class SlurmCluster:
+class SlurmCluster(Lifecycle):
     """A Slurm cluster of ``per_switch`` nodes on each of ``switches`` leaf switches, partition ``partition``."""
 
+    PREFIX, POOL, WHAT = PREFIX, POOL, "Slurm cluster"
+    missing_requirements = staticmethod(missing_requirements)
+
     def __init__(self, switches: int = 2, per_switch: int = 2, partition: str = "vnb", cpus: int = 2):
+        super().__init__()
         self.switches, self.per_switch, self.partition, self.cpus = switches, per_switch, partition, cpus
-        self.tag = ""
         self.dir: Path | None = None
         self.nodes: list[Node] = []
-        self.network: ipaddress.IPv4Network | None = None
         self.gateway = ""
         self.ctl_host = ""
         self.procs: list[subprocess.Popen] = []
         self._netns: list[str] = []
         self._links: list[str] = []
-        self._old_sigterm = None
-        self._closed = False
 
     # ---- as tests use it --------------------------------------------------------------------
 
@@ -181,32 +168,14 @@ class SlurmCluster:
             out.append(f"--- {log.name}\n" + "\n".join(text))
         return "\n".join(out)
 
-    # ---- bring-up ---------------------------------------------------------------------------
+    # ---- bring-up (start(), __enter__ and tear-down on any exit: lifecycle.Lifecycle) ---------------
 
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def start(self) -> None:
-        reason = missing_requirements()
-        if reason:
-            raise RuntimeError(f"cannot make a Slurm cluster: {reason}")
-        atexit.register(self.close)
-        self._catch_sigterm()
-        self.tag = self._free_tag()
+    def bring_up(self) -> None:
         STATE_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{self.tag}-", dir=STATE_ROOT))
         for sub in ("etc", "state", "spool", "log", "run", "munge"):
             (self.dir / sub).mkdir()
         self.dir.chmod(0o755)  # munged refuses group/world-writable parents of its socket
-        self.network = self._free_network()
         self.gateway = str(self.network.network_address + 1)
         self.ctl_host = f"{PREFIX}-{self.tag}-ctl"
         for k in range(self.switches):
@@ -222,33 +191,6 @@ class SlurmCluster:
         for node in self.nodes:
             self._start_slurmd(node)
         self.wait_idle()
-
-    def _catch_sigterm(self) -> None:
-        # a cancelled CI job sends SIGTERM: unwind, so that finalizers tear the cluster down
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            def terminate(signum, frame):
-                raise SystemExit(128 + signum)
-
-            self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
-
-    def _free_tag(self) -> str:
-        existing = set(_run(["ip", "netns", "list"]).stdout.split()) | set(_links())
-        while True:
-            tag = secrets.token_hex(2)
-            if not any(tag in name for name in existing if name.startswith(PREFIX)):
-                return tag
-
-    def _free_network(self) -> ipaddress.IPv4Network:
-        taken = [ipaddress.IPv4Interface(line.split()[3]).network
-                 for line in _run(["ip", "-4", "-o", "addr", "show"]).stdout.splitlines()]
-        blocks = list(POOL.subnets(new_prefix=24))
-        start = secrets.randbelow(len(blocks))
-        for k in range(len(blocks)):
-            block = blocks[(start + k) % len(blocks)]
-            if not any(block.overlaps(net) for net in taken):
-                return block
-        raise RuntimeError(f"no free /24 in {POOL} for the Slurm cluster")
 
     def _link(self, *argv: str, name: str) -> None:
         _run(["ip", "link", "add", name, *argv])
@@ -389,27 +331,16 @@ class SlurmCluster:
 
     # ---- tear-down --------------------------------------------------------------------------
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        atexit.unregister(self.close)
-        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-        problems = []
-        for step in (self._cancel_jobs, self._kill_all, self._delete_network):
-            try:
-                step()
-            except Exception as exc:  # every step runs; report them all at the end
-                problems.append(f"{step.__name__}: {exc}")
+    def teardown_steps(self):
+        return [self._cancel_jobs, self._kill_all, self._delete_network]
+
+    def remove_files(self) -> None:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             try:
                 STATE_ROOT.rmdir()  # only when no other cluster's directory is there
             except OSError:
                 pass
-        if problems:
-            raise RuntimeError("Slurm cluster tear-down: " + "; ".join(problems))
 
     def _cancel_jobs(self) -> None:
         if self.dir is not None and self.conf.exists() and any(p.poll() is None for p in self.procs):
@@ -440,9 +371,3 @@ class SlurmCluster:
         left = [name for name in _links() if name.startswith(f"{PREFIX}{self.tag}")] if self.tag else []
         if left or problems:
             raise RuntimeError(f"left behind: {left} {problems}")
-
-
-def _links() -> list[str]:
-    out = _run(["ip", "-o", "link", "show"]).stdout
-    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-
