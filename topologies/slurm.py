@@ -338,11 +338,36 @@ def srun_argv(intent: Intent, pmi: str, nodes: list[str], program: list[str], fa
             *(["env", *mca] if mca else []), *program]
 
 
+def per_node(counts: str) -> list[int]:
+    """Slurm's per-node counts (``2(x3),1``) one by one: [2, 2, 2, 1]."""
+    out = []
+    for item in filter(None, counts.split(",")):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", item.strip())
+        if not match:
+            return []
+        out += [int(match[1])] * int(match[2] or 1)
+    return out
+
+
 def allocation() -> dict:
-    """The allocation this process runs in: job id, nodes, tasks per node."""
+    """The allocation this process runs in: job id, nodes, the CPUs it holds on each."""
     nodes = hostnames(os.environ["SLURM_JOB_NODELIST"])
+    cpus = per_node(os.environ.get("SLURM_JOB_CPUS_PER_NODE", ""))
     return {"job_id": os.environ["SLURM_JOB_ID"], "nodes": nodes,
+            "cpus": cpus if len(cpus) == len(nodes) else None,
             "partition": os.environ.get("SLURM_JOB_PARTITION", "")}
+
+
+def cyclic(nodes: list[str], cpus: list[int], ranks: int) -> list[str]:
+    """The node of each rank, round-robin over ``nodes`` skipping those whose ``cpus`` are taken (what
+    ``srun --distribution=cyclic`` does in an allocation): 3 ranks on 2 CPUs + 1 CPU -> a, b, a."""
+    order, room = [], list(cpus)
+    while len(order) < ranks and any(room):
+        for k, node in enumerate(nodes):
+            if len(order) < ranks and room[k] > 0:
+                order.append(node)
+                room[k] -= 1
+    return order
 
 
 @register("slurm")
@@ -358,26 +383,33 @@ class SlurmRealised(Realised):
         self.alloc = allocation()
         self.cluster = discover(topology.partition)
 
+    def cpus(self) -> list[int]:
+        """The CPUs the allocation holds on each of its nodes (else the nodes' own)."""
+        return self.alloc["cpus"] or [self.cluster.nodes.get(n, {}).get("cpus", 1) for n in self.alloc["nodes"]]
+
     def check_ranks(self, ranks: int) -> None:
-        cpus = sum(self.cluster.nodes.get(n, {}).get("cpus", 1) for n in self.alloc["nodes"])
+        cpus = sum(self.cpus())
         if ranks > cpus:
-            raise UsageError(f"--ranks: {ranks} ranks on {cpus} cpus of allocation {self.alloc['job_id']}")
+            raise UsageError(f"--ranks: {ranks} ranks on {cpus} cpus of allocation {self.alloc['job_id']}; "
+                             f"allowed: 1 to {cpus}")
 
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
         self.check_ranks(ranks)
-        nodes = self.alloc["nodes"]
         # round-robin over the allocation's nodes: with as many ranks as nodes, one rank per node, so that
-        # a "2 switches" allocation puts its ranks under both switches
-        order = [nodes[i % len(nodes)] for i in range(ranks)]
+        # a "2 switches" allocation puts its ranks under both switches; with more, rank i on node i mod N
+        # while that node has CPUs left in the allocation
+        order = cyclic(self.alloc["nodes"], self.cpus(), ranks)
         effective = bind or "none"
         mca = {"pml": "ob1", "btl": "self,sm,tcp", "osc": "^ucx"}
-        intent = Intent(ranks=ranks, map_by="node", bind=effective, mca=mca)
+        # the hosts named with their ranks' count: an MPI's own launcher maps round-robin only over named hosts
+        hosts = [(n, order.count(n)) for n in sorted(set(order), key=order.index)]
+        intent = Intent(ranks=ranks, hosts=hosts, map_by="node", bind=effective, mca=mca)
         labels = [{"host": n, "vm": n, "switch": self.cluster.switch_of(n),
                    "address": self.cluster.nodes.get(n, {}).get("address")} for n in order]
         expected = [{"hostname": n} for n in order]
         notes = {"bind": effective, "oversubscribed": False, "slurm_job": self.alloc["job_id"],
                  "hosts": len(set(order)), "launcher": self.topology.launcher}
-        used = sorted(set(order), key=order.index)
+        used = [host for host, _ in hosts]
 
         def starter(mpi, program):
             chosen, pmi = step_launcher(self.topology.launcher, mpi)

@@ -146,7 +146,7 @@ def test_a_node_that_fails_mid_job_fails_the_run_with_slurms_reason(cluster, tmp
     victim = None
     try:
         job = wait_for(lambda: next((j for j, s in jobs(cluster).items() if s == "RUNNING"), None), 60, "a running job")
-        time.sleep(2)  # the ranks are up
+        wait_for(lambda: f"{job}.0" in steps(cluster, job), 60, "the ranks' job step running")
         nodes = cluster.slurm("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
         victim = cluster.slurm("scontrol", "show", "hostnames", nodes).stdout.split()[-1]
         cluster.kill_node(victim)
@@ -274,16 +274,17 @@ def test_run_and_exec_inside_an_allocation_use_it_without_submitting(cluster, tm
     store = tmp_path / "r.jsonl"
     py = shlex.quote(sys.executable)
     ref = f"slurm:{cluster.partition}"
-    smoke = shlex.join(SMOKE)
+    # three ranks on two nodes: round-robin, the node with two CPUs in the allocation taking the third
+    smoke = "--max-size 1024 --iterations 20 --large-iterations 5"
     # what a user types in the shell salloc gives (salloc runs it on this host with the allocation's SLURM_*)
     (tmp_path / "inside.sh").write_text(f"""set -e
 cd {shlex.quote(str(tmp_path))}
 echo "$SLURM_JOB_ID" > job
-{py} -m vnetbench run pingpong --ranks 2 --topology {ref} --store r.jsonl --json {smoke} > auto.json
-{py} -m vnetbench run pingpong --ranks 2 --topology {ref}@mpirun --store r.jsonl --json {smoke} > mpirun.json
-{py} -m vnetbench exec --topology {ref} --ranks 2 --show -- hostname > exec.out
+{py} -m vnetbench run allreduce --ranks 3 --topology {ref} --store r.jsonl --json {smoke} > auto.json
+{py} -m vnetbench run allreduce --ranks 3 --topology {ref}@mpirun --store r.jsonl --json {smoke} > mpirun.json
+{py} -m vnetbench exec --topology {ref} --ranks 3 --show -- hostname > exec.out
 """)
-    done = subprocess.run(["salloc", "--nodes=2", "--ntasks=2", "--switches=1", f"--partition={cluster.partition}",
+    done = subprocess.run(["salloc", "--nodes=2", "--ntasks=3", "--switches=1", f"--partition={cluster.partition}",
                            "sh", str(tmp_path / "inside.sh")], env=cluster.env(), capture_output=True, text=True,
                           timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -292,16 +293,21 @@ echo "$SLURM_JOB_ID" > job
     nodes = cluster.slurm("scontrol", "show", "hostnames",
                           cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%N").stdout.strip()).stdout.split()
     assert len(nodes) == 2 and len(switches_of(cluster, nodes)) == 1
+    cpus = cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%C").stdout.strip()
+    assert cpus == "3"
     for name, launcher in (("auto", "srun --mpi=pmix"), ("mpirun", "mpirun")):
         (record,) = json_lines((tmp_path / f"{name}.json").read_text())
         assert record["status"] == "ok", record["validation"]
         slurm = record["topology"]["slurm"]
         assert slurm["job_id"] == job and sorted(slurm["nodes"]) == sorted(nodes)
-        assert sorted(p["hostname"] for p in record["placement"]) == sorted(nodes)
+        # every rank checked its own hostname against the placement stated (round-robin over the nodes)
+        placed = [p["hostname"] for p in record["placement"]]
+        assert set(placed) == set(nodes) and placed[0] != placed[1], placed
         assert record["launch"]["notes"]["launcher"] == launcher
         assert record["launch"]["command"].split()[0].endswith("srun" if name == "auto" else "mpirun")
         assert "slurm" not in record or record["slurm"].get("job_id") in (None, job)
-    assert sorted((tmp_path / "exec.out").read_text().split()) == sorted(nodes)
+    assert sorted(set((tmp_path / "exec.out").read_text().split())) == sorted(nodes)
+    assert len((tmp_path / "exec.out").read_text().split()) == 3
     assert "srun --mpi=pmix" in done.stderr  # --show: exec started its ranks with srun too
     assert len(store.read_text().splitlines()) == 2
 
