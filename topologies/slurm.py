@@ -372,7 +372,8 @@ def cyclic(nodes: list[str], cpus: list[int], ranks: int) -> list[str]:
 
 @register("slurm")
 class SlurmRealised(Realised):
-    """Inside an allocation: its nodes, ranks started by mpirun through its Slurm support."""
+    """Inside an allocation: its nodes; ranks started by srun with the MPI's PMI, or by the MPI's own launcher
+    through its Slurm support (the topology's ``launcher``)."""
 
     def __init__(self, topology):
         super().__init__(topology)

@@ -13,7 +13,10 @@ Layout (``TAG`` is random, so two test sessions never clash):
 Every node is a network namespace ``vnbs-TAG-nK`` with its own address and (UTS namespace) hostname
 ``vnbs-TAG-nK``; its slurmd is started with ``nsenter --net`` (``ip netns exec`` remounts /sys and hides
 /sys/fs/cgroup from slurmd). topology.conf names the two leaf switches, so ``sbatch --switches=1`` and
-``scontrol show topology`` mean what they mean on a cluster. munge runs with its own key and socket, Slurm
+``scontrol show topology`` mean what they mean on a cluster. Each slurmd also has a mount namespace in which
+its own directory is bound over ``node_tmp`` (mpi.conf's PMIxCliTmpDirBase), as each node of a cluster has
+its own /tmp: ``srun --mpi=pmix`` makes a directory there named by job and step, which nodes sharing one
+would collide on; everything else (the venv, the tests' files) is shared, like a cluster's shared filesystem. munge runs with its own key and socket, Slurm
 with its own config (``SLURM_CONF``), ports, state and spool directories, all in one private temp dir:
 no system service is touched. The prefix ``vnbs`` is neither the netns backend's ``vnb<hex>``/``vnb-<hex>-``
 nor the SSH hosts' ``vnbt``, so no cleanup mistakes these objects for theirs.
@@ -43,10 +46,10 @@ POOL = ipaddress.IPv4Network("10.215.0.0/16")
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "sacct", "scancel",
          "nsenter", "unshare", "ip", "tc")
 START_TIMEOUT = 30.0
-UPLINK_RATE = "1gbit"
+UPLINK_RATE = "1gbit"  # the slow leaf's uplink, as the netns presets' physical links
 # not /tmp or /var/tmp: other sessions on a shared machine sweep those of what they did not make, and
 # a cluster whose config and spool vanish stops answering (slurmd exits); removed again when empty
-STATE_ROOT = Path(os.environ.get("VNB_SLURM_STATE_ROOT", "/var/lib/vnetbench-test"))  # the slow leaf's uplink, as the netns presets' physical links
+STATE_ROOT = Path(os.environ.get("VNB_SLURM_STATE_ROOT", "/var/lib/vnetbench-test"))
 
 
 def missing_requirements() -> str | None:
@@ -301,7 +304,7 @@ class SlurmCluster(Lifecycle):
 
     def _start_slurmd(self, node: Node) -> None:
         # its own UTS namespace (hostname) and mount namespace: the node's private temp dir is bound over
-        # the shared NODE_TMP path, as a cluster node has its own /tmp (srun --mpi=pmix makes a directory
+        # the shared node_tmp path, as a cluster node has its own /tmp (srun --mpi=pmix makes a directory
         # there named by job and step only: nodes sharing one would collide)
         private = self.dir / "tmp" / node.name
         private.mkdir(parents=True, exist_ok=True)

@@ -243,7 +243,8 @@ def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_pat
                          "--repeat", "1", "--store", store, "--resume", *SMOKE, env=cluster.env(), timeout=150, check=0)
         assert done.stderr.count("found again") == 2
         records = [json.loads(line) for line in store.read_text().splitlines()]
-        assert sorted(r["slurm"]["job_id"] for r in records) == submitted, (done.stderr[-3000:], [(r["slurm"], r["topology"]["name"], r["repetition"]) for r in records])
+        assert sorted(r["slurm"]["job_id"] for r in records) == submitted, (
+            done.stderr[-3000:], [(r["slurm"], r["topology"]["name"], r["repetition"]) for r in records])
         assert all(r["status"] == "ok" for r in records)
     finally:
         if proc.poll() is None:
@@ -290,8 +291,8 @@ echo "$SLURM_JOB_ID" > job
     assert done.returncode == 0, done.stderr[-3000:]
     job = (tmp_path / "job").read_text().strip()
     assert job_ids(cluster) - before == {job}, "vnetbench submitted a job inside the allocation"
-    nodes = cluster.slurm("scontrol", "show", "hostnames",
-                          cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%N").stdout.strip()).stdout.split()
+    listed = cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%N").stdout.strip()
+    nodes = cluster.slurm("scontrol", "show", "hostnames", listed).stdout.split()
     assert len(nodes) == 2 and len(switches_of(cluster, nodes)) == 1
     cpus = cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%C").stdout.strip()
     assert cpus == "3"
