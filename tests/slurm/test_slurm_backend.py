@@ -130,7 +130,9 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
             proc.kill()
             proc.wait()
     (record,) = json_lines(out)
-    assert record["status"] == "timeout", (record["slurm"], record["validation"])
+    assert record["status"] == "timeout", (json.dumps(record["slurm"]), record["validation"]["detail"][-1500:],
+                                           cluster.slurm("scontrol", "show", "job", "-o", job).stdout, err[-1500:],
+                                           cluster.log_tail(12))
     assert record["slurm"]["state"] == "TIMEOUT" and record["slurm"]["job_id"] == job
     assert "TIMEOUT" in record["validation"]["detail"]
     assert "TimeLimit" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout.split("Reason=")[1][:20]
