@@ -79,6 +79,8 @@ class Launcher:
     family = "openmpi"  # the ABI family of the MPI library it starts ranks of
     runtime = ""  # PRRTE, ORTE, Hydra
     title = ""
+    # the PMI its library speaks when Slurm's srun starts the ranks itself (srun --mpi=NAME); None: none
+    pmi: str | None = None
 
     def __init__(self, path: str, version: str):
         self.path, self.version = path, version
@@ -108,7 +110,7 @@ class Launcher:
 
 @register("openmpi5")
 class OpenMPI5(Launcher):
-    family, runtime, title = "openmpi", "PRRTE", "Open MPI"
+    family, runtime, title, pmi = "openmpi", "PRRTE", "Open MPI", "pmix"
 
     @classmethod
     def matches(cls, text):
@@ -121,7 +123,7 @@ class OpenMPI5(Launcher):
 
 @register("openmpi4")
 class OpenMPI4(Launcher):
-    family, runtime, title = "openmpi", "ORTE", "Open MPI"
+    family, runtime, title, pmi = "openmpi", "ORTE", "Open MPI", "pmix"
 
     @classmethod
     def matches(cls, text):
@@ -160,7 +162,7 @@ class OpenMPI4(Launcher):
 
 @register("mpich")
 class Mpich(Launcher):
-    family, runtime, title = "mpich", "Hydra", "MPICH"
+    family, runtime, title, pmi = "mpich", "Hydra", "MPICH", "pmi2"
 
     @classmethod
     def matches(cls, text):

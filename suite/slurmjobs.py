@@ -79,8 +79,8 @@ def script(request_path: Path, out_dir: Path) -> str:
     ])
 
 
-def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | None = None) -> str:
-    """sbatch the request on ``topology``; the job id. UsageError when the partition cannot provide the layout."""
+def placement(topology, ranks: int) -> list[str]:
+    """sbatch's options placing ``ranks`` ranks on ``topology``; UsageError when the partition cannot."""
     cluster = slurm.discover(topology.partition)
     nodes = topology.node_count(ranks)
     placing, why = cluster.layout(nodes, topology.switches)
@@ -89,11 +89,24 @@ def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | N
     if ranks < nodes:
         raise UsageError(f"--ranks: {ranks} rank(s) for {nodes} Slurm nodes would leave a node idle; "
                          f"use at least {nodes}")
+    return placing
+
+
+def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | None = None, mpi=None) -> str:
+    """sbatch the request on ``topology``; the job id. UsageError when the partition cannot provide the layout,
+    or its srun cannot start ``mpi``'s ranks (a flavours.Launcher) when the topology asks for srun."""
+    if mpi is not None:
+        slurm.step_launcher(topology.launcher, mpi)
+    placing = placement(topology, ranks)
     work.mkdir(parents=True, exist_ok=True)
     request_path = work / "request.json"
     request_path.write_text(json.dumps(request, sort_keys=True))
     (work / "job.sh").write_text(script(request_path, work))
+    # --distribution=cyclic: with more ranks than nodes, the allocation's CPUs and the ranks go round-robin over
+    # the nodes (rank i on node i mod N), the placement the backend states and each rank checks.
+    # --no-requeue: a job whose node failed ends NODE_FAIL (a failed record) instead of running again later
     argv = ["sbatch", "--parsable", f"--job-name=vnetbench-{request['kernel']}", f"--ntasks={ranks}",
+            "--distribution=cyclic", "--no-requeue",
             f"--output={work / 'job.out'}", f"--chdir={work}", *topology.sbatch_options(), *placing,
             *(extra or []), str(work / "job.sh")]
     return slurm.slurm_cmd(*argv).strip().split(";")[0]
@@ -204,20 +217,27 @@ def _tail(path: Path, lines: int = 5) -> str:
 def run(topology, kernel: str, params: dict, ranks: int, *, repeat: int, timeout: float, bind, rank_options: dict,
         mpi, store, on_record) -> list[dict]:
     """One batch job for ``repeat`` repetitions; wait; append and return its records."""
+    from vnetbench import mpiselect
+
+    launcher = mpiselect.choose(mpi)[0]
     work = work_dir(store)
+    # the job starts the very launcher chosen here (by path): --mpi holds on the nodes
     request = {"kernel": kernel, "params": params, "ranks": ranks, "repeat": repeat, "timeout": timeout,
-               "bind": bind, "rank_options": rank_options, "mpi": mpi, "topology": topology.ref,
+               "bind": bind, "rank_options": rank_options, "mpi": launcher.path, "topology": topology.ref,
                "store": str(work / "records.jsonl")}
     try:
-        job_id = submit(topology, request, ranks, work)
+        job_id = submit(topology, request, ranks, work, mpi=launcher)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         _remove_root(store)
         raise
-    print(f"vnetbench: submitted Slurm job {job_id} ({kernel} x{ranks} on {topology.name})", file=sys.stderr)
     try:
+        print(f"vnetbench: submitted Slurm job {job_id} ({kernel} x{ranks} on {topology.name})", file=sys.stderr)
         info = wait(job_id, on_state=lambda j, s: print(f"vnetbench: Slurm job {j}: {s}", file=sys.stderr))
         records, state = collect(job_id, info, work, request, topology)
+    except KeyboardInterrupt:  # also when it comes before wait() watches the job
+        slurm.slurm_cmd("scancel", job_id, check=False)
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
         _remove_root(store)
@@ -274,11 +294,29 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
     Returns the records; a job cancelled by someone else gives none (not run). Ctrl-C cancels the jobs this
     sweep submitted or adopted that have not ended, and only those.
     """
-    from vnetbench.store import append_or_show
-
+    if plan.launcher is not None:  # a launcher the site cannot do is refused before any job is submitted
+        for name in {job.topology for job in jobs}:
+            slurm.step_launcher(plan.topologies[name].launcher, plan.launcher)
+    for name, ranks in {(job.topology, job.ranks) for job in jobs}:  # every layout possible, or none submitted
+        placement(plan.topologies[name], ranks)
     path = ledger_path(store)
     ledger = _read_ledger(path)
     pending = {}  # job id -> (sweep job, work dir, request, topology)
+    try:
+        records = _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_finish, say)
+    except KeyboardInterrupt:  # while submitting too: the jobs submitted so far
+        if pending:
+            slurm.slurm_cmd("scancel", *pending, check=False)
+        raise
+    if not _read_ledger(path):
+        path.unlink(missing_ok=True)
+        _remove_root(store)
+    return records
+
+
+def _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_finish, say) -> list[dict]:
+    from vnetbench.store import append_or_show
+
     for job in jobs:
         topology = plan.topologies[job.topology]
         key = json.dumps([list(map(str, plan.key(job))), job.repetition])
@@ -290,44 +328,41 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
             continue
         work = work_dir(store)
         request = {"kernel": plan.kernel, "params": plan.params, "ranks": job.ranks, "repeat": 1,
-                   "timeout": plan.timeout, "bind": plan.bind, "rank_options": plan.run_options, "mpi": None,
+                   "timeout": plan.timeout, "bind": plan.bind, "rank_options": plan.run_options,
+                   "mpi": plan.launcher.path if plan.launcher else None,  # the sweep's --mpi, on the nodes too
                    "topology": topology.ref, "store": str(work / "records.jsonl")}
-        job_id = submit(topology, request, job.ranks, work)
+        try:
+            job_id = submit(topology, request, job.ranks, work, mpi=plan.launcher)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        pending[job_id] = (job, work, request, topology)
         ledger[key] = {"job_id": job_id, "work": str(work), "request": request}
         _write_ledger(path, ledger)
-        pending[job_id] = (job, work, request, topology)
         if on_start:
             on_start(job)
     records, states, watch = [], {}, Watch()
-    try:
-        while pending:
-            for job_id in list(pending):
-                info = watch.state(job_id)
-                state = info.get("JobState", "UNKNOWN")
-                if states.get(job_id) != state and say:
-                    say(f"Slurm job {job_id}: {state}")
-                states[job_id] = state
-                if state not in TERMINAL:
-                    continue
-                job, work, request, topology = pending.pop(job_id)
-                got, _ = collect(job_id, info, work, request, topology)
-                for record in got:
-                    record["repetition"] = job.repetition
-                    append_or_show(store, record)
-                    records.append(record)
-                    if on_finish:
-                        on_finish(job, record)
-                ledger = {k: v for k, v in ledger.items() if v["job_id"] != job_id}
-                _write_ledger(path, ledger)
-                shutil.rmtree(work, ignore_errors=True)
-            if pending:
-                time.sleep(POLL_S)
-    except KeyboardInterrupt:
+    while pending:
+        for job_id in list(pending):
+            info = watch.state(job_id)
+            state = info.get("JobState", "UNKNOWN")
+            if states.get(job_id) != state and say:
+                say(f"Slurm job {job_id}: {state}")
+            states[job_id] = state
+            if state not in TERMINAL:
+                continue
+            job, work, request, topology = pending.pop(job_id)
+            got, _ = collect(job_id, info, work, request, topology)
+            for record in got:
+                record["repetition"] = job.repetition
+                append_or_show(store, record)
+                records.append(record)
+                if on_finish:
+                    on_finish(job, record)
+            ledger = {k: v for k, v in ledger.items() if v["job_id"] != job_id}
+            _write_ledger(path, ledger)
+            shutil.rmtree(work, ignore_errors=True)
         if pending:
-            slurm.slurm_cmd("scancel", *pending, check=False)
-        raise
-    if not ledger:
-        path.unlink(missing_ok=True)
-        _remove_root(store)
+            time.sleep(POLL_S)
     return records
 

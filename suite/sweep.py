@@ -123,6 +123,10 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
         try:
             topo = topologies.load(name)
             backend = topologies.backend(topo.backend)
+            if topo.backend == "slurm":  # srun the site cannot do for this MPI: refused before anything starts
+                from .topologies import slurm
+
+                slurm.step_launcher(topo.launcher, result.launcher)
         except UsageError as exc:
             if not optional_topologies:
                 raise UsageError(f"--topologies: {name}: {exc}") from None

@@ -21,6 +21,7 @@ builds another MPI's argv itself.
 import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Callable
 
 from vnetbench.errors import UsageError
 
@@ -54,6 +55,10 @@ class LaunchSpec:
     expected_placement: list[dict] | None = None
     placement_labels: list[dict] | None = None
     notes: dict = field(default_factory=dict)
+    # when set, ``starter(launcher, program)`` is the argv that starts the ranks instead of the MPI's own
+    # launcher (the slurm backend's srun with the site's PMI), or None for the MPI's own; it notes in
+    # ``notes`` what it chose
+    starter: Callable[[object, list[str]], list[str]] | None = None
 
     @property
     def ranks(self) -> int:

@@ -13,12 +13,21 @@ file with ``backend: slurm``::
     time_limit: "10:00"  # sbatch --time
     account: proj42      # optional, passed through, as is qos
     qos: normal
+    launcher: auto       # auto, srun or mpirun: what starts the ranks (below)
 
 Outside an allocation, ``run`` submits a batch job (``vnetbench.slurmjobs``); inside one (``salloc``,
-a batch script: ``SLURM_JOB_ID`` is set) this backend uses the allocation's nodes and mpirun finds them
-through its Slurm support. Slurm's commands are run with argv lists; what they print is parsed here.
+a batch script: ``SLURM_JOB_ID`` is set) this backend uses the allocation's nodes without submitting.
+
+The ranks are started the way a site does: ``launcher: srun`` (or ``@srun`` after a ``slurm:`` name, as in
+``slurm:batch/2nodes-2switches@srun``) starts them with ``srun --mpi=PMI``, the PMI the MPI's library
+speaks (Open MPI 4 and 5: pmix, MPICH and Intel MPI: pmi2), refused before anything starts when
+``srun --mpi=list`` does not offer it; ``mpirun`` has the MPI's own launcher find the allocation through its
+Slurm support; ``auto`` (the default) is srun when the site offers the MPI's PMI, else mpirun. The record's
+``launch.notes.launcher`` says which ran. Slurm's commands are run with argv lists; what they print is
+parsed here.
 """
 
+import functools
 import os
 import re
 import subprocess
@@ -31,7 +40,9 @@ from .base import LaunchSpec, Realised, register
 from .intent import Intent
 
 REF = "slurm:"
-FIELDS = {"name", "backend", "description", "partition", "nodes", "switches", "time_limit", "account", "qos"}
+FIELDS = {"name", "backend", "description", "partition", "nodes", "switches", "time_limit", "account", "qos",
+          "launcher"}
+LAUNCHERS = ("auto", "srun", "mpirun")
 _LAYOUT = re.compile(r"(?P<nodes>\d+)nodes?-(?P<switches>\d+)switch(?:es)?")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
@@ -72,6 +83,7 @@ class SlurmTopology:
     time_limit: str | None = None
     account: str | None = None
     qos: str | None = None
+    launcher: str = "auto"
     description: str = ""
     source: str = "<slurm>"
     backend = "slurm"
@@ -90,6 +102,8 @@ class SlurmTopology:
         for key in ("nodes", "switches", "time_limit", "account", "qos", "description"):
             if getattr(self, key):
                 data[key] = getattr(self, key)
+        if self.launcher != "auto":
+            data["launcher"] = self.launcher
         return data
 
     def node_count(self, ranks: int) -> int:
@@ -132,10 +146,14 @@ def load(ref: str, what: str = "--topology") -> SlurmTopology:
 
 def parse_ref(ref: str, what: str = "--topology") -> SlurmTopology:
     rest = ref[len(REF):]
+    rest, at, launcher = rest.partition("@")
+    if at and launcher not in LAUNCHERS:
+        raise UsageError(f"{what}: {ref!r}: launcher {launcher!r} is not allowed; after '@' give "
+                         f"{', '.join(LAUNCHERS)}")
     partition, _, layout = rest.partition("/")
     if not _NAME.fullmatch(partition or ""):
-        raise UsageError(f"{what}: {ref!r}: expected slurm:PARTITION[/Nnodes-1switch|/Nnodes-Nswitches], "
-                         f"PARTITION a Slurm partition name")
+        raise UsageError(f"{what}: {ref!r}: expected slurm:PARTITION[/Nnodes-1switch|/Nnodes-Nswitches]"
+                         f"[@auto|@srun|@mpirun], PARTITION a Slurm partition name")
     nodes = switches = None
     if layout:
         match = _LAYOUT.fullmatch(layout)
@@ -146,8 +164,9 @@ def parse_ref(ref: str, what: str = "--topology") -> SlurmTopology:
         if switches not in (1, nodes):
             raise UsageError(f"{what}: {ref!r}: {switches} switches for {nodes} nodes; allowed: 1 or {nodes} "
                              f"(a YAML topology may spread nodes over other counts)")
-    return check(SlurmTopology(name=f"slurm-{rest.replace('/', '-')}", partition=partition,
-                               nodes=nodes, switches=switches, source=ref), ref)
+    name = f"slurm-{rest.replace('/', '-')}" + (f"-{launcher}" if at else "")
+    return check(SlurmTopology(name=name, partition=partition, nodes=nodes, switches=switches,
+                               launcher=launcher or "auto", source=ref), ref)
 
 
 def from_dict(data, source: str = "<slurm>") -> SlurmTopology:
@@ -164,9 +183,12 @@ def from_dict(data, source: str = "<slurm>") -> SlurmTopology:
         value = data.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 4096):
             raise UsageError(f"{source}: {key}: {value!r} is not allowed; a whole number from 1 to 4096")
+    launcher = data.get("launcher", "auto")
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"{source}: launcher: {launcher!r} is not allowed; allowed: {', '.join(LAUNCHERS)}")
     topology = SlurmTopology(name=data["name"], partition=data["partition"], nodes=data.get("nodes"),
                              switches=data.get("switches"), time_limit=_opt(data, "time_limit", source),
-                             account=_opt(data, "account", source), qos=_opt(data, "qos", source),
+                             account=_opt(data, "account", source), qos=_opt(data, "qos", source), launcher=launcher,
                              description=str(data.get("description", "")), source=source)
     return check(topology, source)
 
@@ -271,16 +293,87 @@ def discover(partition: str) -> Cluster:
     return Cluster(partition=partition, nodes=nodes, leaves=leaves, version=version)
 
 
+# ---- what starts the ranks -----------------------------------------------------------------------
+
+@functools.cache
+def site_pmis() -> frozenset[str]:
+    """The PMI types this site's srun offers (``srun --mpi=list``: pmix, pmix_v4, pmi2, ...)."""
+    out = slurm_cmd("srun", "--mpi=list", check=False)
+    names = set()
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("specific pmix plugin versions available:"):
+            names.update(v.strip() for v in line.split(":", 1)[1].split(","))
+        elif line and " " not in line:
+            names.add(line)
+    return frozenset(names)
+
+
+def step_launcher(requested: str, mpi) -> tuple[str, str | None]:
+    """("srun", PMI) or ("mpirun", None): what starts ranks of ``mpi`` (a flavours.Launcher) when the
+    topology asks for ``requested`` (auto, srun, mpirun); UsageError for srun the site cannot do."""
+    if requested == "mpirun":
+        return "mpirun", None
+    pmi = getattr(mpi, "pmi", None)
+    offered = site_pmis() if pmi else frozenset()
+    if pmi and pmi in offered:
+        return "srun", pmi
+    if requested == "srun":
+        why = (f"its library speaks {pmi} but srun --mpi=list offers {', '.join(sorted(offered)) or 'nothing'}"
+               if pmi else "vnetbench knows no PMI srun could start it with")
+        raise UsageError(f"launcher: srun cannot start {mpi} ranks on this site: {why}; use launcher: mpirun "
+                         f"(or @mpirun)")
+    return "mpirun", None
+
+
+def srun_argv(intent: Intent, pmi: str, nodes: list[str], program: list[str], family: str) -> list[str]:
+    """srun starting ``intent.ranks`` ranks round-robin over ``nodes`` of this allocation with ``pmi``.
+
+    Open MPI's settings (``--mca``) go as OMPI_MCA_* through ``env`` (srun's --export splits values at
+    commas: btl=self,sm,tcp); other MPIs have none."""
+    bind = "cores" if intent.bind == "core" else "none"
+    mca = [f"OMPI_MCA_{key}={value}" for key, value in intent.mca.items()] if family == "openmpi" else []
+    return ["srun", f"--mpi={pmi}", f"--ntasks={intent.ranks}", f"--nodes={len(nodes)}",
+            f"--nodelist={','.join(nodes)}", "--distribution=cyclic", f"--cpu-bind={bind}", "--kill-on-bad-exit=1",
+            *(["env", *mca] if mca else []), *program]
+
+
+def per_node(counts: str) -> list[int]:
+    """Slurm's per-node counts (``2(x3),1``) one by one: [2, 2, 2, 1]."""
+    out = []
+    for item in filter(None, counts.split(",")):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", item.strip())
+        if not match:
+            return []
+        out += [int(match[1])] * int(match[2] or 1)
+    return out
+
+
 def allocation() -> dict:
-    """The allocation this process runs in: job id, nodes, tasks per node."""
+    """The allocation this process runs in: job id, nodes, the CPUs it holds on each."""
     nodes = hostnames(os.environ["SLURM_JOB_NODELIST"])
+    cpus = per_node(os.environ.get("SLURM_JOB_CPUS_PER_NODE", ""))
     return {"job_id": os.environ["SLURM_JOB_ID"], "nodes": nodes,
+            "cpus": cpus if len(cpus) == len(nodes) else None,
             "partition": os.environ.get("SLURM_JOB_PARTITION", "")}
+
+
+def cyclic(nodes: list[str], cpus: list[int], ranks: int) -> list[str]:
+    """The node of each rank, round-robin over ``nodes`` skipping those whose ``cpus`` are taken (what
+    ``srun --distribution=cyclic`` does in an allocation): 3 ranks on 2 CPUs + 1 CPU -> a, b, a."""
+    order, room = [], list(cpus)
+    while len(order) < ranks and any(room):
+        for k, node in enumerate(nodes):
+            if len(order) < ranks and room[k] > 0:
+                order.append(node)
+                room[k] -= 1
+    return order
 
 
 @register("slurm")
 class SlurmRealised(Realised):
-    """Inside an allocation: its nodes, ranks started by mpirun through its Slurm support."""
+    """Inside an allocation: its nodes; ranks started by srun with the MPI's PMI, or by the MPI's own launcher
+    through its Slurm support (the topology's ``launcher``)."""
 
     def __init__(self, topology):
         super().__init__(topology)
@@ -291,26 +384,42 @@ class SlurmRealised(Realised):
         self.alloc = allocation()
         self.cluster = discover(topology.partition)
 
+    def cpus(self) -> list[int]:
+        """The CPUs the allocation holds on each of its nodes (else the nodes' own)."""
+        return self.alloc["cpus"] or [self.cluster.nodes.get(n, {}).get("cpus", 1) for n in self.alloc["nodes"]]
+
     def check_ranks(self, ranks: int) -> None:
-        cpus = sum(self.cluster.nodes.get(n, {}).get("cpus", 1) for n in self.alloc["nodes"])
+        cpus = sum(self.cpus())
         if ranks > cpus:
-            raise UsageError(f"--ranks: {ranks} ranks on {cpus} cpus of allocation {self.alloc['job_id']}")
+            raise UsageError(f"--ranks: {ranks} ranks on {cpus} cpus of allocation {self.alloc['job_id']}; "
+                             f"allowed: 1 to {cpus}")
 
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
         self.check_ranks(ranks)
-        nodes = self.alloc["nodes"]
         # round-robin over the allocation's nodes: with as many ranks as nodes, one rank per node, so that
-        # a "2 switches" allocation puts its ranks under both switches
-        order = [nodes[i % len(nodes)] for i in range(ranks)]
+        # a "2 switches" allocation puts its ranks under both switches; with more, rank i on node i mod N
+        # while that node has CPUs left in the allocation
+        order = cyclic(self.alloc["nodes"], self.cpus(), ranks)
         effective = bind or "none"
         mca = {"pml": "ob1", "btl": "self,sm,tcp", "osc": "^ucx"}
-        intent = Intent(ranks=ranks, map_by="node", bind=effective, mca=mca)
+        # the hosts named with their ranks' count: an MPI's own launcher maps round-robin only over named hosts
+        hosts = [(n, order.count(n)) for n in sorted(set(order), key=order.index)]
+        intent = Intent(ranks=ranks, hosts=hosts, map_by="node", bind=effective, mca=mca)
         labels = [{"host": n, "vm": n, "switch": self.cluster.switch_of(n),
                    "address": self.cluster.nodes.get(n, {}).get("address")} for n in order]
         expected = [{"hostname": n} for n in order]
         notes = {"bind": effective, "oversubscribed": False, "slurm_job": self.alloc["job_id"],
-                 "hosts": len(set(order))}
-        return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes)
+                 "hosts": len(set(order)), "launcher": self.topology.launcher}
+        used = [host for host, _ in hosts]
+
+        def starter(mpi, program):
+            chosen, pmi = step_launcher(self.topology.launcher, mpi)
+            notes["launcher"] = f"srun --mpi={pmi}" if pmi else "mpirun"
+            # None: the MPI's own launcher, finding the allocation through its Slurm support
+            return srun_argv(intent, pmi, used, program, mpi.family) if pmi else None
+
+        return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes,
+                          starter=starter)
 
     def describe(self) -> dict:
         described = super().describe()

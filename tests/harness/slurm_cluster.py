@@ -13,7 +13,10 @@ Layout (``TAG`` is random, so two test sessions never clash):
 Every node is a network namespace ``vnbs-TAG-nK`` with its own address and (UTS namespace) hostname
 ``vnbs-TAG-nK``; its slurmd is started with ``nsenter --net`` (``ip netns exec`` remounts /sys and hides
 /sys/fs/cgroup from slurmd). topology.conf names the two leaf switches, so ``sbatch --switches=1`` and
-``scontrol show topology`` mean what they mean on a cluster. munge runs with its own key and socket, Slurm
+``scontrol show topology`` mean what they mean on a cluster. Each slurmd also has a mount namespace in which
+its own directory is bound over ``node_tmp`` (mpi.conf's PMIxCliTmpDirBase), as each node of a cluster has
+its own /tmp: ``srun --mpi=pmix`` makes a directory there named by job and step, which nodes sharing one
+would collide on; everything else (the venv, the tests' files) is shared, like a cluster's shared filesystem. munge runs with its own key and socket, Slurm
 with its own config (``SLURM_CONF``), ports, state and spool directories, all in one private temp dir:
 no system service is touched. The prefix ``vnbs`` is neither the netns backend's ``vnb<hex>``/``vnb-<hex>-``
 nor the SSH hosts' ``vnbt``, so no cleanup mistakes these objects for theirs.
@@ -22,21 +25,20 @@ Leaving the context, or a failure while starting, kills every process started he
 in the namespaces, deletes namespaces and links, and removes the directory.
 """
 
-import atexit
 import ipaddress
 import os
 import secrets
 import shutil
-import signal
-import tempfile
 import socket
 import subprocess
-import threading
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.procs import kill
+
+from .lifecycle import Lifecycle, links as _links, netns_pids as _netns_pids, run as _run
 
 PREFIX = "vnbs"
 # the netns backend uses 10.213.0.0/16, the SSH hosts 10.214.0.0/16
@@ -44,10 +46,10 @@ POOL = ipaddress.IPv4Network("10.215.0.0/16")
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "sinfo", "squeue", "sacct", "scancel",
          "nsenter", "unshare", "ip", "tc")
 START_TIMEOUT = 30.0
-UPLINK_RATE = "1gbit"
+UPLINK_RATE = "1gbit"  # the slow leaf's uplink, as the netns presets' physical links
 # not /tmp or /var/tmp: other sessions on a shared machine sweep those of what they did not make, and
 # a cluster whose config and spool vanish stops answering (slurmd exits); removed again when empty
-STATE_ROOT = Path(os.environ.get("VNB_SLURM_STATE_ROOT", "/var/lib/vnetbench-test"))  # the slow leaf's uplink, as the netns presets' physical links
+STATE_ROOT = Path(os.environ.get("VNB_SLURM_STATE_ROOT", "/var/lib/vnetbench-test"))
 
 
 def missing_requirements() -> str | None:
@@ -61,22 +63,10 @@ def missing_requirements() -> str | None:
     return None
 
 
-def _run(argv: list[str], timeout: float = 20, check: bool = True, env=None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
-
-
-def _netns_pids(netns: str) -> list[int]:
-    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
 
 
 @dataclass
@@ -89,28 +79,33 @@ class Node:
     proc: subprocess.Popen | None = None
 
 
-class SlurmCluster:
+class SlurmCluster(Lifecycle):
     """A Slurm cluster of ``per_switch`` nodes on each of ``switches`` leaf switches, partition ``partition``."""
 
+    PREFIX, POOL, WHAT = PREFIX, POOL, "Slurm cluster"
+    missing_requirements = staticmethod(missing_requirements)
+
     def __init__(self, switches: int = 2, per_switch: int = 2, partition: str = "vnb", cpus: int = 2):
+        super().__init__()
         self.switches, self.per_switch, self.partition, self.cpus = switches, per_switch, partition, cpus
-        self.tag = ""
         self.dir: Path | None = None
         self.nodes: list[Node] = []
-        self.network: ipaddress.IPv4Network | None = None
         self.gateway = ""
         self.ctl_host = ""
         self.procs: list[subprocess.Popen] = []
         self._netns: list[str] = []
         self._links: list[str] = []
-        self._old_sigterm = None
-        self._closed = False
 
     # ---- as tests use it --------------------------------------------------------------------
 
     @property
     def conf(self) -> Path:
         return self.dir / "etc" / "slurm.conf"
+
+    @property
+    def node_tmp(self) -> Path:
+        """The path where each node sees its own temp dir (bound there in the node's mount namespace)."""
+        return self.dir / "nodetmp"
 
     @property
     def leaf_switches(self) -> list[str]:
@@ -159,6 +154,16 @@ class SlurmCluster:
             time.sleep(0.3)
         raise RuntimeError(f"Slurm nodes not idle after {timeout:g} s: {states}\n{self.log_tail()}")
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until no job is queued, running or completing and every node is idle."""
+        deadline = time.monotonic() + timeout
+        while self.slurm("squeue", "-h", "-o", "%i", check=False).stdout.strip():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Slurm jobs still queued after {timeout:g} s: "
+                                   f"{self.slurm('squeue', check=False).stdout}")
+            time.sleep(0.3)
+        self.wait_idle(timeout=max(1.0, deadline - time.monotonic()))
+
     def log_tail(self, lines: int = 20) -> str:
         out = []
         for log in sorted((self.dir or Path("/nonexistent")).glob("log/*.log")):
@@ -166,32 +171,14 @@ class SlurmCluster:
             out.append(f"--- {log.name}\n" + "\n".join(text))
         return "\n".join(out)
 
-    # ---- bring-up ---------------------------------------------------------------------------
+    # ---- bring-up (start(), __enter__ and tear-down on any exit: lifecycle.Lifecycle) ---------------
 
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def start(self) -> None:
-        reason = missing_requirements()
-        if reason:
-            raise RuntimeError(f"cannot make a Slurm cluster: {reason}")
-        atexit.register(self.close)
-        self._catch_sigterm()
-        self.tag = self._free_tag()
+    def bring_up(self) -> None:
         STATE_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{self.tag}-", dir=STATE_ROOT))
         for sub in ("etc", "state", "spool", "log", "run", "munge"):
             (self.dir / sub).mkdir()
         self.dir.chmod(0o755)  # munged refuses group/world-writable parents of its socket
-        self.network = self._free_network()
         self.gateway = str(self.network.network_address + 1)
         self.ctl_host = f"{PREFIX}-{self.tag}-ctl"
         for k in range(self.switches):
@@ -207,33 +194,6 @@ class SlurmCluster:
         for node in self.nodes:
             self._start_slurmd(node)
         self.wait_idle()
-
-    def _catch_sigterm(self) -> None:
-        # a cancelled CI job sends SIGTERM: unwind, so that finalizers tear the cluster down
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            def terminate(signum, frame):
-                raise SystemExit(128 + signum)
-
-            self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
-
-    def _free_tag(self) -> str:
-        existing = set(_run(["ip", "netns", "list"]).stdout.split()) | set(_links())
-        while True:
-            tag = secrets.token_hex(2)
-            if not any(tag in name for name in existing if name.startswith(PREFIX)):
-                return tag
-
-    def _free_network(self) -> ipaddress.IPv4Network:
-        taken = [ipaddress.IPv4Interface(line.split()[3]).network
-                 for line in _run(["ip", "-4", "-o", "addr", "show"]).stdout.splitlines()]
-        blocks = list(POOL.subnets(new_prefix=24))
-        start = secrets.randbelow(len(blocks))
-        for k in range(len(blocks)):
-            block = blocks[(start + k) % len(blocks)]
-            if not any(block.overlaps(net) for net in taken):
-                return block
-        raise RuntimeError(f"no free /24 in {POOL} for the Slurm cluster")
 
     def _link(self, *argv: str, name: str) -> None:
         _run(["ip", "link", "add", name, *argv])
@@ -328,6 +288,8 @@ class SlurmCluster:
             "",
         ]))
         (d / "etc" / "plugstack.conf").write_text("")
+        self.node_tmp.mkdir(exist_ok=True)
+        (d / "etc" / "mpi.conf").write_text(f"PMIxCliTmpDirBase={self.node_tmp}\n")
         topo = [f"SwitchName={leaf} Nodes={','.join(n.name for n in self.nodes if n.switch == leaf)}"
                 for leaf in self.leaf_switches]
         topo.append(f"SwitchName={PREFIX}{self.tag}p Switches={','.join(self.leaf_switches)}")
@@ -341,8 +303,14 @@ class SlurmCluster:
         self._wait(lambda: self.slurm("scontrol", "ping", check=False).stdout.count("UP") > 0, "slurmctld")
 
     def _start_slurmd(self, node: Node) -> None:
-        argv = ["nsenter", f"--net=/run/netns/{node.netns}", "unshare", "--uts", "--", "sh", "-c",
-                'hostname "$0" && exec "$@"', node.name, "slurmd", "-D", "-N", node.name, "-f", str(self.conf)]
+        # its own UTS namespace (hostname) and mount namespace: the node's private temp dir is bound over
+        # the shared node_tmp path, as a cluster node has its own /tmp (srun --mpi=pmix makes a directory
+        # there named by job and step only: nodes sharing one would collide)
+        private = self.dir / "tmp" / node.name
+        private.mkdir(parents=True, exist_ok=True)
+        argv = ["nsenter", f"--net=/run/netns/{node.netns}", "unshare", "--uts", "--mount", "--propagation",
+                "private", "--", "sh", "-c", 'hostname "$0" && mount --bind "$1" "$2" && shift 2 && exec "$@"',
+                node.name, str(private), str(self.node_tmp), "slurmd", "-D", "-N", node.name, "-f", str(self.conf)]
         node.proc = self._spawn(argv, f"slurmd-{node.name}-out")
 
     def _spawn(self, argv: list[str], log_name: str) -> subprocess.Popen:
@@ -366,27 +334,16 @@ class SlurmCluster:
 
     # ---- tear-down --------------------------------------------------------------------------
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        atexit.unregister(self.close)
-        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-        problems = []
-        for step in (self._cancel_jobs, self._kill_all, self._delete_network):
-            try:
-                step()
-            except Exception as exc:  # every step runs; report them all at the end
-                problems.append(f"{step.__name__}: {exc}")
+    def teardown_steps(self):
+        return [self._cancel_jobs, self._kill_all, self._delete_network]
+
+    def remove_files(self) -> None:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             try:
                 STATE_ROOT.rmdir()  # only when no other cluster's directory is there
             except OSError:
                 pass
-        if problems:
-            raise RuntimeError("Slurm cluster tear-down: " + "; ".join(problems))
 
     def _cancel_jobs(self) -> None:
         if self.dir is not None and self.conf.exists() and any(p.poll() is None for p in self.procs):
@@ -417,9 +374,3 @@ class SlurmCluster:
         left = [name for name in _links() if name.startswith(f"{PREFIX}{self.tag}")] if self.tag else []
         if left or problems:
             raise RuntimeError(f"left behind: {left} {problems}")
-
-
-def _links() -> list[str]:
-    out = _run(["ip", "-o", "link", "show"]).stdout
-    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-

@@ -14,19 +14,15 @@ context, or a failure while starting, kills every process in the namespaces, clo
 control masters under its directory, and deletes the namespaces, the bridge and the directory.
 """
 
-import atexit
 import ipaddress
 import json
 import os
 import pwd
-import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +30,8 @@ from pathlib import Path
 import yaml
 
 from vnetbench.procs import kill
+
+from .lifecycle import Lifecycle, links as _links, netns_names as _netns_names, netns_pids as _netns_pids, run
 
 PREFIX = "vnbt"
 # the netns backend takes its subnets from 10.213.0.0/16; stay out of its way
@@ -64,11 +62,7 @@ def missing_requirements() -> str | None:
     return None
 
 
-def _run(argv: list[str], timeout: float = 20, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc
+_run = run
 
 
 @dataclass
@@ -103,7 +97,7 @@ class Host:
             return ""
 
 
-class SshdHosts:
+class SshdHosts(Lifecycle):
     """``count`` SSH hosts named h0, h1, ... (or ``names``), torn down on exit even after a failure.
 
     ``mesh``: give every host a key of its own that every other host accepts, and known_hosts
@@ -114,19 +108,17 @@ class SshdHosts:
 
     def __init__(self, count: int = 2, *, names: list[str] | None = None, mesh: bool = False,
                  binds: dict[str, list[tuple[str, str]]] | None = None):
+        super().__init__()
         self.names = list(names or [f"h{i}" for i in range(count)])
         self.mesh = mesh
         self.extra_binds = binds or {}
         self.hosts: list[Host] = []
         self.dir: Path | None = None
         self.bridge = ""
-        self.network: ipaddress.IPv4Network | None = None
         self.gateway = ""
         self._made_netns: list[str] = []
         self._made_links: list[str] = []
-        self._old_sigterm = None
         self._made_root_ssh: Path | None = None
-        self._closed = False
 
     # ---- the hosts as tests use them -------------------------------------------------------
 
@@ -189,30 +181,16 @@ class SshdHosts:
         Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
         return Path(path)
 
-    # ---- bring-up --------------------------------------------------------------------------
+    # ---- bring-up (start(), __enter__ and tear-down on any exit: lifecycle.Lifecycle) ---------------
 
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
+    PREFIX, POOL, WHAT = PREFIX, POOL, "SSH hosts"
+    missing_requirements = staticmethod(missing_requirements)
 
-    def __exit__(self, *exc):
-        self.close()
-
-    def start(self) -> None:
-        reason = missing_requirements()
-        if reason:
-            raise RuntimeError(f"cannot make SSH hosts: {reason}")
-        atexit.register(self.close)
-        self._catch_sigterm()
+    def bring_up(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-"))
         self.control_dir.mkdir()
-        tag = self._free_tag()
+        tag = self.tag
         self.bridge = f"{PREFIX}{tag}"
-        self.network = self._free_network()
         self.gateway = str(self.network.network_address + 1)
         _keygen(self.client_key, "vnetbench-test-controller")
         (self.dir / "controller_authorized_keys").write_text(Path(f"{self.client_key}.pub").read_text())
@@ -239,41 +217,6 @@ class SshdHosts:
             self._make_mesh()
         for host in self.hosts:
             self.start_sshd(host)
-
-    def _catch_sigterm(self) -> None:
-        # a CI job that is cancelled sends SIGTERM: unwind, so that finalizers tear the hosts down
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            def terminate(signum, frame):
-                raise SystemExit(128 + signum)
-
-            self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
-
-    def _free_tag(self) -> str:
-        existing = set(_run(["ip", "netns", "list"]).stdout.split()) | set(_links())
-        while True:
-            tag = secrets.token_hex(2)
-            if not any(tag in name for name in existing if name.startswith(PREFIX)):
-                return tag
-
-    def _free_network(self) -> ipaddress.IPv4Network:
-        taken = []
-        for line in _run(["ip", "-4", "-o", "addr", "show"]).stdout.splitlines():
-            taken.append(ipaddress.IPv4Interface(line.split()[3]).network)
-        for line in _run(["ip", "-4", "route", "show", "table", "all"]).stdout.splitlines():
-            word = line.split()[0] if line.split() else ""
-            if word[:1].isdigit():
-                try:
-                    taken.append(ipaddress.IPv4Network(word, strict=False))
-                except ValueError:
-                    pass
-        blocks = list(POOL.subnets(new_prefix=24))
-        start = secrets.randbelow(len(blocks))
-        for k in range(len(blocks)):
-            block = blocks[(start + k) % len(blocks)]
-            if not any(block.overlaps(net) for net in taken):
-                return block
-        raise RuntimeError(f"no free /24 in {POOL} for the SSH hosts")
 
     def _make_network(self) -> None:
         prefix = self.network.prefixlen
@@ -366,19 +309,10 @@ class SshdHosts:
 
     # ---- tear-down -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        atexit.unregister(self.close)
-        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-        problems = []
-        for step in (self._close_masters, self._kill_all, self._delete_network):
-            try:
-                step()
-            except Exception as exc:  # every step runs; report them all at the end
-                problems.append(f"{step.__name__}: {exc}")
+    def teardown_steps(self):
+        return [self._close_masters, self._kill_all, self._delete_network]
+
+    def remove_files(self) -> None:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
         if self._made_root_ssh is not None and not any(n.startswith(f"{PREFIX}-") for n in _netns_names()):
@@ -386,8 +320,6 @@ class SshdHosts:
                 self._made_root_ssh.rmdir()  # only if still empty
             except OSError:
                 pass
-        if problems:
-            raise RuntimeError("SSH hosts tear-down: " + "; ".join(problems))
 
     def _close_masters(self) -> None:
         if self.dir is None or not self.control_dir.is_dir():
@@ -431,17 +363,3 @@ def _banner(address: str) -> bool:
             return sock.recv(8).startswith(b"SSH-")
     except OSError:
         return False
-
-
-def _netns_names() -> list[str]:
-    return [line.split()[0] for line in _run(["ip", "netns", "list"], check=False).stdout.splitlines() if line]
-
-
-def _links() -> list[str]:
-    out = _run(["ip", "-o", "link", "show"], check=False).stdout
-    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
-
-
-def _netns_pids(name: str) -> list[int]:
-    out = _run(["ip", "netns", "pids", name], check=False).stdout
-    return [int(pid) for pid in out.split() if pid.isdigit()]

@@ -17,3 +17,12 @@ def cluster():
         pytest.skip(f"Slurm tier: {reason}")
     with SlurmCluster(switches=2, per_switch=2) as up:
         yield up
+
+
+@pytest.fixture(autouse=True)
+def settled(request):
+    """Each test starts on a settled cluster: no job queued or running, every node idle (a job ended by
+    the previous test may hold its nodes COMPLETING for seconds on a loaded machine)."""
+    if "cluster" in request.fixturenames:
+        request.getfixturevalue("cluster").settle()
+    yield

@@ -1,14 +1,17 @@
 """The slurm backend on a real Slurm cluster: jobs submitted, placed by Slurm's switch tree, their states mapped."""
 
 import json
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import json_lines, vnetbench
+from conftest import BIN, json_lines, vnetbench
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,6 +28,20 @@ def switches_of(cluster, nodes):
 def jobs(cluster) -> dict[str, str]:
     out = cluster.slurm("squeue", "-h", "-o", "%i %T").stdout
     return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def steps(cluster, job: str) -> list[str]:
+    return cluster.slurm("squeue", "-h", "-s", "-j", job, "-o", "%i", check=False).stdout.split()
+
+
+def chosen_mpi(tmp_path) -> Path:
+    """A launcher path of the user's choosing (the venv's mpirun under another name): a job that runs it
+    says so in its record's launch.mpi, one that picked its own MPI names the venv's mpirun instead."""
+    path = tmp_path / "bin" / "my-mpirun"
+    path.parent.mkdir()
+    path.write_text(f"#!/bin/sh\nexec {shlex.quote(str(BIN / 'mpirun'))} \"$@\"\n")
+    path.chmod(0o755)
+    return path
 
 
 def wait_for(predicate, timeout=30.0, what="condition"):
@@ -63,9 +80,10 @@ def test_show_lists_nodes_and_switches_and_refuses_what_the_partition_lacks(clus
 def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
     store = tmp_path / "results.jsonl"
     records = {}
+    mpi = chosen_mpi(tmp_path)
     for layout in ("2nodes-1switch", "2nodes-2switches"):
         done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", f"slurm:{cluster.partition}/{layout}",
-                         "--store", store, "--json", *SMOKE, env=cluster.env(), timeout=120, check=0)
+                         "--mpi", mpi, "--store", store, "--json", *SMOKE, env=cluster.env(), timeout=120, check=0)
         (record,) = json_lines(done.stdout)
         records[layout] = record
     for layout, want in (("2nodes-1switch", 1), ("2nodes-2switches", 2)):
@@ -80,6 +98,9 @@ def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
         # the ranks really ran on those nodes (each rank checks its hostname)
         assert sorted(p["hostname"] for p in record["placement"]) == sorted(inner["nodes"])
         assert record["metrics"]["sizes"]
+        # the job ran the MPI chosen with --mpi, its ranks started by srun with Open MPI's PMIx
+        assert record["launch"]["mpi"]["launcher"] == str(mpi)
+        assert record["launch"]["notes"]["launcher"] == "srun --mpi=pmix"
     report = vnetbench("report", "--store", store, check=0)
     assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
 
@@ -88,12 +109,33 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
     spec = tmp_path / "short.yaml"
     spec.write_text(f"name: short\nbackend: slurm\npartition: {cluster.partition}\nnodes: 2\nswitches: 1\n"
                     f"time_limit: \"0:02\"\n")
-    done = vnetbench("run", "pingpong", "--ranks", "2", "--topology", spec, "--store", tmp_path / "r.jsonl",
-                     "--json", *ENDLESS, env=cluster.env(), timeout=150, check=1)
-    (record,) = json_lines(done.stdout)
-    assert record["status"] == "timeout", (record["slurm"], record["validation"])
-    assert record["slurm"]["state"] == "TIMEOUT"
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--topology",
+                             str(spec), "--store", str(tmp_path / "r.jsonl"), "--json", *ENDLESS], env=cluster.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job = wait_for(lambda: next((j for j, s in jobs(cluster).items() if s == "RUNNING"), None), 60,
+                       "the job running")
+        # the ranks run (their job step exists): a job ended before that fails to start its step instead
+        wait_for(lambda: f"{job}.0" in steps(cluster, job), 60, "the ranks' job step running")
+        # the YAML's limit reached Slurm (which counts limits in whole minutes: 2 s is one minute)
+        assert "TimeLimit=00:01:00" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout
+        # rather than wait that minute (and up to 30 s more for slurmctld's periodic check), the job's end
+        # is moved to now: slurmctld's own time-limit check then ends it, TIMEOUT, as at the limit
+        wait_for(lambda: cluster.slurm("scontrol", "update", f"JobId={job}", "EndTime=now", check=False)
+                 .returncode == 0, 30, "slurmctld accepting the new end time")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    (record,) = json_lines(out)
+    assert record["status"] == "timeout", (json.dumps(record["slurm"]), record["validation"]["detail"][-1500:],
+                                           cluster.slurm("scontrol", "show", "job", "-o", job).stdout, err[-1500:],
+                                           cluster.log_tail(12))
+    assert record["slurm"]["state"] == "TIMEOUT" and record["slurm"]["job_id"] == job
     assert "TIMEOUT" in record["validation"]["detail"]
+    assert "TimeLimit" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout.split("Reason=")[1][:20]
     assert jobs(cluster) == {}
 
 
@@ -106,7 +148,7 @@ def test_a_node_that_fails_mid_job_fails_the_run_with_slurms_reason(cluster, tmp
     victim = None
     try:
         job = wait_for(lambda: next((j for j, s in jobs(cluster).items() if s == "RUNNING"), None), 60, "a running job")
-        time.sleep(2)  # the ranks are up
+        wait_for(lambda: f"{job}.0" in steps(cluster, job), 60, "the ranks' job step running")
         nodes = cluster.slurm("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
         victim = cluster.slurm("scontrol", "show", "hostnames", nodes).stdout.split()[-1]
         cluster.kill_node(victim)
@@ -158,10 +200,12 @@ def layouts(cluster) -> str:
 
 def test_sweep_across_one_and_two_switches_then_report(cluster, tmp_path):
     store = tmp_path / "results.jsonl"
+    mpi = chosen_mpi(tmp_path)
     done = vnetbench("sweep", "--kernel", "pingpong", "--topologies", layouts(cluster), "--ranks", "2",
-                     "--repeat", "2", "--store", store, *SMOKE, env=cluster.env(), timeout=150, check=0)
+                     "--repeat", "2", "--mpi", mpi, "--store", store, *SMOKE, env=cluster.env(), timeout=150, check=0)
     records = [json.loads(line) for line in store.read_text().splitlines()]
     assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+    assert all(r["launch"]["mpi"]["launcher"] == str(mpi) for r in records), "a job did not use --mpi's MPI"
     by_topology = {}
     for record in records:
         by_topology.setdefault(record["topology"]["name"], []).append(record)
@@ -201,7 +245,8 @@ def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_pat
                          "--repeat", "1", "--store", store, "--resume", *SMOKE, env=cluster.env(), timeout=150, check=0)
         assert done.stderr.count("found again") == 2
         records = [json.loads(line) for line in store.read_text().splitlines()]
-        assert sorted(r["slurm"]["job_id"] for r in records) == submitted, (done.stderr[-3000:], [(r["slurm"], r["topology"]["name"], r["repetition"]) for r in records])
+        assert sorted(r["slurm"]["job_id"] for r in records) == submitted, (
+            done.stderr[-3000:], [(r["slurm"], r["topology"]["name"], r["repetition"]) for r in records])
         assert all(r["status"] == "ok" for r in records)
     finally:
         if proc.poll() is None:
@@ -219,3 +264,103 @@ def test_hosts_check_through_slurm(cluster):
     assert "verdict: ok" in done.stderr
     bad = vnetbench("hosts", "check", "--slurm", "nosuchpart", env=cluster.env(), check=2)
     assert "no such partition" in bad.stderr
+
+
+def job_ids(cluster) -> set[str]:
+    """Every job slurmctld remembers (MinJobAge keeps ended ones for minutes): a submission shows here."""
+    out = cluster.slurm("scontrol", "show", "job", "-o").stdout
+    return {line.split()[0].split("=")[1] for line in out.splitlines() if line.startswith("JobId=")}
+
+
+def test_run_and_exec_inside_an_allocation_use_it_without_submitting(cluster, tmp_path):
+    before = job_ids(cluster)
+    store = tmp_path / "r.jsonl"
+    py = shlex.quote(sys.executable)
+    ref = f"slurm:{cluster.partition}"
+    # three ranks on two nodes: round-robin, the node with two CPUs in the allocation taking the third
+    smoke = "--max-size 1024 --iterations 20 --large-iterations 5"
+    # what a user types in the shell salloc gives (salloc runs it on this host with the allocation's SLURM_*)
+    (tmp_path / "inside.sh").write_text(f"""set -e
+cd {shlex.quote(str(tmp_path))}
+echo "$SLURM_JOB_ID" > job
+{py} -m vnetbench run allreduce --ranks 3 --topology {ref} --store r.jsonl --json {smoke} > auto.json
+{py} -m vnetbench run allreduce --ranks 3 --topology {ref}@mpirun --store r.jsonl --json {smoke} > mpirun.json
+{py} -m vnetbench exec --topology {ref} --ranks 3 --show -- hostname > exec.out
+""")
+    done = subprocess.run(["salloc", "--nodes=2", "--ntasks=3", "--switches=1", f"--partition={cluster.partition}",
+                           "sh", str(tmp_path / "inside.sh")], env=cluster.env(), capture_output=True, text=True,
+                          timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    job = (tmp_path / "job").read_text().strip()
+    assert job_ids(cluster) - before == {job}, "vnetbench submitted a job inside the allocation"
+    listed = cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%N").stdout.strip()
+    nodes = cluster.slurm("scontrol", "show", "hostnames", listed).stdout.split()
+    assert len(nodes) == 2 and len(switches_of(cluster, nodes)) == 1
+    cpus = cluster.slurm("squeue", "-h", "-t", "all", "-j", job, "-o", "%C").stdout.strip()
+    assert cpus == "3"
+    for name, launcher in (("auto", "srun --mpi=pmix"), ("mpirun", "mpirun")):
+        (record,) = json_lines((tmp_path / f"{name}.json").read_text())
+        assert record["status"] == "ok", record["validation"]
+        slurm = record["topology"]["slurm"]
+        assert slurm["job_id"] == job and sorted(slurm["nodes"]) == sorted(nodes)
+        # every rank checked its own hostname against the placement stated (round-robin over the nodes)
+        placed = [p["hostname"] for p in record["placement"]]
+        assert set(placed) == set(nodes) and placed[0] != placed[1], placed
+        assert record["launch"]["notes"]["launcher"] == launcher
+        assert record["launch"]["command"].split()[0].endswith("srun" if name == "auto" else "mpirun")
+        assert "slurm" not in record or record["slurm"].get("job_id") in (None, job)
+    assert sorted(set((tmp_path / "exec.out").read_text().split())) == sorted(nodes)
+    assert len((tmp_path / "exec.out").read_text().split()) == 3
+    assert "srun --mpi=pmix" in done.stderr  # --show: exec started its ranks with srun too
+    assert len(store.read_text().splitlines()) == 2
+
+
+def test_srun_the_site_cannot_do_is_refused_before_submitting(cluster, tmp_path):
+    # a site whose Slurm has no PMIx plugin: the same cluster seen through a configuration whose PluginDir
+    # lacks mpi_pmix*, so that its srun --mpi=list offers pmi2 but not pmix (what Open MPI's ranks need)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    real = Path(cluster.slurm("scontrol", "show", "config").stdout.split("PluginDir", 1)[1].split("=", 1)[1]
+                .split()[0])
+    for plugin in real.iterdir():
+        if not plugin.name.startswith("mpi_pmix"):
+            (plugins / plugin.name).symlink_to(plugin)
+    etc = tmp_path / "etc"
+    shutil.copytree(cluster.conf.parent, etc)
+    with open(etc / "slurm.conf", "a") as conf:
+        conf.write(f"PluginDir={plugins}\n")
+    env = {**cluster.env(), "SLURM_CONF": str(etc / "slurm.conf")}
+    listed = subprocess.run(["srun", "--mpi=list"], env=env, capture_output=True, text=True, timeout=30)
+    assert "pmi2" in listed.stdout + listed.stderr and "pmix" not in listed.stdout + listed.stderr
+    before = job_ids(cluster)
+    store = tmp_path / "r.jsonl"
+    for argv in (["run", "pingpong", "--ranks", "2", "--topology", f"slurm:{cluster.partition}/2nodes-1switch@srun"],
+                 ["sweep", "--kernel", "pingpong", "--ranks", "2", "--topologies",
+                  f"slurm:{cluster.partition}/2nodes-1switch@srun"]):
+        done = vnetbench(*argv, "--store", store, *SMOKE, env=env, check=2)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "launcher: srun cannot start Open MPI" in done.stderr and "pmix" in done.stderr
+    assert job_ids(cluster) == before and not store.exists()
+    assert not list(tmp_path.glob("r.jsonl.slurm*"))
+
+
+def test_srun_starts_mpich_ranks_with_pmi2(cluster, tmp_path):
+    from harness import mpi_venvs
+
+    try:
+        python = mpi_venvs.venv("mpich") / "bin" / "python"
+    except mpi_venvs.Unavailable as exc:
+        pytest.skip(str(exc))
+    done = subprocess.run([str(python), "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--mpi", "mpich",
+                           "--topology", f"slurm:{cluster.partition}/2nodes-2switches@srun", "--store",
+                           str(tmp_path / "r.jsonl"), "--json", *SMOKE], env=cluster.env(), capture_output=True,
+                          text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = json_lines(done.stdout)
+    assert record["status"] == "ok", record["validation"]
+    assert record["launch"]["mpi"]["flavour"] == "mpich"
+    assert record["launch"]["notes"]["launcher"] == "srun --mpi=pmi2"
+    assert record["launch"]["command"].startswith("srun --mpi=pmi2")
+    nodes = record["topology"]["slurm"]["nodes"]
+    assert len(switches_of(cluster, nodes)) == 2
+    assert sorted(p["hostname"] for p in record["placement"]) == sorted(nodes)

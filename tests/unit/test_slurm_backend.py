@@ -23,6 +23,28 @@ def test_refs_and_yaml_are_validated_naming_the_field():
     assert t.sbatch_options() == ["--partition=p", "--time=10:00", "--qos=hi"]
 
 
+
+def test_the_launcher_is_named_after_at_or_in_yaml_and_srun_renders_the_intent():
+    t = slurm.parse_ref("slurm:batch/2nodes-2switches@srun")
+    assert (t.launcher, t.nodes, t.name) == ("srun", 2, "slurm-batch-2nodes-2switches-srun")
+    assert slurm.parse_ref("slurm:batch").launcher == "auto"
+    assert slurm.parse_ref("slurm:batch").to_dict().get("launcher") is None
+    with pytest.raises(UsageError, match="launcher 'pmi' is not allowed; after '@' give auto, srun, mpirun"):
+        slurm.parse_ref("slurm:batch@pmi")
+    with pytest.raises(UsageError, match="launcher: 'ssh' is not allowed; allowed: auto, srun, mpirun"):
+        slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "launcher": "ssh"})
+    assert slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p",
+                            "launcher": "mpirun"}).to_dict()["launcher"] == "mpirun"
+    intent = slurm.Intent(ranks=3, bind="core", mca={"btl": "self,sm,tcp"})
+    argv = slurm.srun_argv(intent, "pmix", ["a", "b"], ["prog", "x"], "openmpi")
+    assert argv[:2] == ["srun", "--mpi=pmix"] and "--ntasks=3" in argv and "--nodelist=a,b" in argv
+    assert "--distribution=cyclic" in argv and "--cpu-bind=cores" in argv
+    # Open MPI's settings through env (srun's --export would split btl's value at its commas)
+    assert argv[-4:] == ["env", "OMPI_MCA_btl=self,sm,tcp", "prog", "x"]
+    assert "env" not in slurm.srun_argv(intent, "pmi2", ["a"], ["prog"], "mpich")
+    assert slurm.step_launcher("mpirun", object()) == ("mpirun", None)
+
+
 def cluster(leaves, down=()):
     nodes = {n: {"state": "down" if n in down else "idle", "cpus": 2, "address": n}
              for members in leaves.values() for n in members}
