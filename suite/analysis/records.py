@@ -84,7 +84,9 @@ class Loaded:
     skipped: list[Skipped] = field(default_factory=list)
     migrated: int = 0
     duplicates: int = 0
-    lines: dict[tuple, int] = field(default_factory=dict)  # identity -> line of the store
+    lines: dict[tuple, int] = field(default_factory=dict)  # identity -> line of the store (load() only)
+    count: int = 0  # sound records read, duplicates left out
+    not_ok: int = 0  # of which did not pass
 
     def ok(self) -> list[dict]:
         return [record for record in self.records if record["status"] == "ok"]
@@ -101,12 +103,16 @@ class Loaded:
         return out
 
 
-def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = None) -> Loaded:
-    """The store's sound records, streamed a line at a time; UsageError naming ``option`` when it is
-    missing, not a regular file or of a newer schema. ``keep`` trims each record as it is read
-    (what a caller does not need is never held for the whole store)."""
+def stream(path, option: str = "--store", into: Loaded | None = None):
+    """(line, record) for each sound record of the store, migrated and de-duplicated, a line at a time;
+    what was skipped, migrated or a duplicate is counted in ``into`` (whose records stay as they are).
+
+    UsageError naming ``option`` when the store is missing, not a regular file or of a newer schema.
+    Holds no record: only each run id's repetitions seen, to tell a duplicate.
+    """
     path = Path(path)
-    loaded = Loaded(path, [])
+    loaded = into if into is not None else Loaded(path, [])
+    seen: dict[str, set] = {}
     for entry in Store(path).entries(option):
         if isinstance(entry, BadLine):
             _refuse_newer(path, entry, option)
@@ -116,9 +122,22 @@ def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = No
         if record["schema_version"] < schema.SCHEMA_VERSION:
             record = migrate(record, path, option)
             loaded.migrated += 1
-        if identity(record) in loaded.lines:
+        run_id, repetition = identity(record)
+        repetitions = seen.setdefault(run_id, set())
+        if repetition in repetitions:
             loaded.duplicates += 1
             continue
+        repetitions.add(repetition)
+        loaded.count += 1
+        loaded.not_ok += record["status"] != "ok"
+        yield line, record
+
+
+def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = None) -> Loaded:
+    """The store's sound records (see stream()), all held: for what shows each record. ``keep`` trims
+    each record as it is read (what a caller does not need is never held for the whole store)."""
+    loaded = Loaded(Path(path), [])
+    for line, record in stream(path, option, loaded):
         loaded.lines[identity(record)] = line
         loaded.records.append(keep(record) if keep else record)
     return loaded
