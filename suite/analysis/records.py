@@ -6,6 +6,7 @@ parameter, the binding the ranks ran with and the run options (memory policy, co
 Sweep's ``--resume``, report's cells and compare's matching all use ``config_key``.
 """
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,11 +109,12 @@ def stream(path, option: str = "--store", into: Loaded | None = None):
     what was skipped, migrated or a duplicate is counted in ``into`` (whose records stay as they are).
 
     UsageError naming ``option`` when the store is missing, not a regular file or of a newer schema.
-    Holds no record: only each run id's repetitions seen, to tell a duplicate.
+    Holds no record: to tell a duplicate, only a 128-bit digest of each (run id, repetition) seen,
+    about 70 bytes a record.
     """
     path = Path(path)
     loaded = into if into is not None else Loaded(path, [])
-    seen: dict[str, set] = {}
+    seen: set[int] = set()
     for entry in Store(path).entries(option):
         if isinstance(entry, BadLine):
             _refuse_newer(path, entry, option)
@@ -122,15 +124,19 @@ def stream(path, option: str = "--store", into: Loaded | None = None):
         if record["schema_version"] < schema.SCHEMA_VERSION:
             record = migrate(record, path, option)
             loaded.migrated += 1
-        run_id, repetition = identity(record)
-        repetitions = seen.setdefault(run_id, set())
-        if repetition in repetitions:
+        digest = _digest(identity(record))
+        if digest in seen:
             loaded.duplicates += 1
             continue
-        repetitions.add(repetition)
+        seen.add(digest)
         loaded.count += 1
         loaded.not_ok += record["status"] != "ok"
         yield line, record
+
+
+def _digest(key: tuple) -> int:
+    # a digest, not the key: a run id is ~50 bytes; 128 bits make a false duplicate as unlikely as a git collision
+    return int.from_bytes(hashlib.blake2b(canonical(key).encode(), digest_size=16).digest(), "little")
 
 
 def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = None) -> Loaded:
