@@ -30,18 +30,21 @@ MEASURED = ("import re, runpy, sys\n"
             "    open(hwm, 'w').write(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n")
 
 
-def own_peak(args: list, folder: Path, timeout: float = 1800) -> tuple[float, float, int, str]:
-    """(peak resident MiB, seconds, exit code, stderr) of ``vnetbench ARGS`` run in a child of its own."""
+def own_peak(args: list, folder: Path, timeout: float = 1800) -> tuple[float, float, int, str, str]:
+    """(peak resident MiB, seconds, exit code, stdout, stderr) of ``vnetbench ARGS`` in a child of its own."""
     hwm = folder / "vmhwm"
     hwm.unlink(missing_ok=True)
     started = time.perf_counter()
-    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: a chatty child never blocks
+    # files, not pipes: a chatty child never blocks
+    with tempfile.TemporaryFile() as output, tempfile.TemporaryFile() as errors:
         proc = subprocess.run([sys.executable, "-c", MEASURED, str(hwm), *map(str, args)],
-                              stdout=subprocess.DEVNULL, stderr=errors, timeout=timeout)
+                              stdout=output, stderr=errors, timeout=timeout)
         took = time.perf_counter() - started
-        errors.seek(0)
-        said = errors.read().decode(errors="replace")
-    return int(hwm.read_text()) / 1024, took, proc.returncode, said
+        said = []
+        for handle in (output, errors):
+            handle.seek(0)
+            said.append(handle.read().decode(errors="replace"))
+    return int(hwm.read_text()) / 1024, took, proc.returncode, *said
 
 
 def reference_peak() -> float:
@@ -73,7 +76,7 @@ def build(store: Path, template: dict, count: int) -> None:
 def measure(store: Path, folder: Path) -> dict:
     out = {}
     for name, args in (("report", ["report", "--store", store]), ("compare", ["compare", store, store])):
-        peak, took, code, said = own_peak(args, folder)
+        peak, took, code, _, said = own_peak(args, folder)
         if code not in (0, 1) or "skipped" in said:
             sys.exit(f"{name} on {store}: exit {code}: {said[-2000:]}")
         out[name] = (peak, took)
