@@ -1,12 +1,11 @@
 """Running an application definition on a topology, repetition by repetition, into the store.
 
 The program runs under the rank-side wrapper (placement from inside each rank, then exec). Its
-stdout is kept and read after the run: the success pattern, the parser, the regex metrics. A run
-that fails, is killed, times out or lacks what it declared is recorded with its status and the
-reason, never as a success.
+stdout is kept with a bound (output.py) and read after the run: the success pattern, the parser,
+the regex metrics. A run that fails, is killed, times out or lacks what it declared is recorded
+with its status and the reason, never as a success.
 """
 
-import collections
 import re
 import shlex
 import sys
@@ -17,89 +16,12 @@ from vnetbench import jobs, launch, mpiselect, topologies
 from vnetbench.errors import UsageError
 from vnetbench.records import make_record, new_run_id, now
 from vnetbench.store import Store
-from vnetbench.topologies.files import MAX_LINE
 
 from . import parsers, wrapper
 from .model import App
+from .output import TAIL_CHARS, Capture, last_lines
 
-# what of a program's stdout is kept for the success pattern, the parser and the regex metrics: the first
-# HEAD_LIMIT and the last TAIL_LIMIT characters of whole lines (LAMMPS's last loop is at the end, a "first"
-# match at the start); the middle of a longer output is passed on and counted, not kept
-HEAD_LIMIT = 4 << 20
-TAIL_LIMIT = 16 << 20
-TAIL_LINES = 20
-TAIL_CHARS = 500  # of each output line a record keeps: a record stays one short line of the store
-
-
-class Capture:
-    """A passthrough for ``launch.execute``: echoes the output as it comes and keeps what the parsers read,
-    bounded. A line longer than MAX_LINE is not kept: a marker in its place names it by its number."""
-
-    def __init__(self, echo):
-        self.echo = echo
-        self.head, self.head_size = [], 0
-        self.lines, self.size = collections.deque(), 0  # the tail
-        self.line = 1  # number of the line being written
-        self.partial, self.partial_size = [], 0
-        self.overlong: list[int] = []  # numbers of the lines not kept (the first few)
-        self.skipping = False  # the rest of an overlong line is passing
-        self.dropped = 0  # characters of whole lines between the head and the tail, not kept
-
-    def write(self, piece: str) -> None:
-        if self.echo is not None:
-            self.echo.write(piece)
-        ends = piece.endswith("\n")
-        if self.skipping:
-            self.skipping = not ends
-        else:
-            self.partial.append(piece)
-            self.partial_size += len(piece)
-            if self.partial_size > MAX_LINE:
-                self.partial, self.partial_size, self.skipping = [], 0, not ends
-                if len(self.overlong) < OVERLONG_NAMED:
-                    self.overlong.append(self.line)
-                self._keep(f"[vnetbench: output line {self.line} is longer than {MAX_LINE >> 20} MiB; not read]\n")
-            elif ends:
-                self._keep("".join(self.partial))
-                self.partial, self.partial_size = [], 0
-        if ends:
-            self.line += 1
-
-    def _keep(self, line: str) -> None:
-        if not self.lines and self.head_size + len(line) <= HEAD_LIMIT:
-            self.head.append(line)
-            self.head_size += len(line)
-            return
-        self.lines.append(line)
-        self.size += len(line)
-        while self.size > TAIL_LIMIT and len(self.lines) > 1:
-            gone = len(self.lines.popleft())
-            self.size -= gone
-            self.dropped += gone
-
-    def flush(self) -> None:
-        if self.echo is not None:
-            self.echo.flush()
-
-    def text(self) -> str:
-        middle = [f"[vnetbench: {self.dropped} characters of output not kept]\n"] if self.dropped else []
-        return "".join([*self.head, *middle, *self.lines, *self.partial])
-
-    def notes(self) -> list[str]:
-        """What of the output was not read, for the record's detail."""
-        out = []
-        if self.overlong:
-            more = "" if len(self.overlong) < OVERLONG_NAMED else " and maybe more"
-            out.append(f"output line(s) {', '.join(map(str, self.overlong))}{more} longer than "
-                       f"{MAX_LINE >> 20} MiB: not read")
-        if self.dropped:
-            out.append(f"output of {(self.head_size + self.dropped + self.size) / 2**20:.0f} MiB: only its first "
-                       f"{HEAD_LIMIT >> 20} MiB and last {TAIL_LIMIT >> 20} MiB read")
-        return out
-
-
-OVERLONG_NAMED = 10
-
+TAIL_LINES = 20  # of the output, kept in the record
 
 def run_app(app: App, ranks: int, *, topology="native", repeat: int = 1, store: Store | str | None = None,
             timeout: float | None = None, bind: str | None = None, mpi: str | None = None, realised=None,
@@ -201,17 +123,6 @@ def read_output(app: App, output: str) -> tuple[dict, list[str]]:
     return metrics, problems
 
 
-def _last_lines(text: str, count: int) -> list[str]:
-    # found from the end: splitting tens of MiB of output into lines to keep the last few costs their size again
-    end = len(text.rstrip("\n"))
-    start = end
-    for _ in range(count):
-        start = text.rfind("\n", 0, start)
-        if start < 0:
-            break
-    return text[start + 1:end].splitlines()[-count:]
-
-
 def _checked(app: App) -> str:
     parts = [f"success pattern {app.spec.success!r} found"] if app.spec.success else []
     if app.spec.parser:
@@ -257,6 +168,6 @@ def _record(*, app: App, ranks, realised, run_id, repetition, started_at, launch
              "command": app.argv(), "program": app.program(), "program_hash": app.program_hash(),
              **app.declaration()},
         exit_status=outcome.returncode if outcome is not None else None,
-        output_tail=[line[:TAIL_CHARS] for line in _last_lines(output, TAIL_LINES)]
+        output_tail=[line[:TAIL_CHARS] for line in last_lines(output, TAIL_LINES)]
         + [f"[stderr] {line.rstrip()[:TAIL_CHARS]}" for line in (outcome.stderr_tail[-TAIL_LINES:] if outcome else [])],
     )

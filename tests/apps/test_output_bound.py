@@ -10,7 +10,7 @@ import pytest
 
 from apps.conftest import app_file, leftovers
 from conftest import requires_mpi, vnetbench
-from vnetbench.apps.run import HEAD_LIMIT, TAIL_CHARS, TAIL_LIMIT
+from vnetbench.apps.output import HEAD_LIMIT, TAIL_CHARS, TAIL_LIMIT
 from vnetbench.topologies.files import MAX_LINE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
