@@ -10,11 +10,12 @@ pyperf, which calls such differences "not significant" instead of printing a per
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..kernels.contract import Metric
 from . import format as fmt
 from . import metrics as registry
-from .records import ConfigKey, config_key, describe_key
+from .records import ConfigKey, Loaded, config_key, describe_key, stream
 from .render import Document, Grid, render as render_document
 from .stats import Summary, TestResult, change_pct, summarise, welch, worse_pct
 
@@ -100,6 +101,14 @@ class Side:
     def __init__(self):
         self.measured: dict[ConfigKey, dict[str, tuple[Metric, array]]] = defaultdict(dict)
         self.failed: dict[ConfigKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    @classmethod
+    def read(cls, path, option: str) -> tuple["Side", Loaded]:
+        """The store at ``path`` streamed into a side, with what was skipped, migrated or a duplicate."""
+        side, loaded = cls(), Loaded(Path(path), [])
+        for _, record in stream(path, option, loaded):
+            side.add(record)
+        return side, loaded
 
     @classmethod
     def of(cls, records) -> "Side":

@@ -50,7 +50,7 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench.analysis import compare, records
+    from vnetbench.analysis import compare
 
     if args.junit:
         from vnetbench.errors import UsageError
@@ -61,10 +61,7 @@ def handle(args) -> int:
                              f"{'it is a directory' if target.is_dir() else 'no such folder'}")
     sides = []
     for option, path in (("BASELINE", args.baseline), ("CURRENT", args.current)):
-        # streamed: each side keeps its configurations' values, not its records
-        loaded, side = records.Loaded(Path(path), []), compare.Side()
-        for _, record in records.stream(path, option, loaded):
-            side.add(record)
+        side, loaded = compare.Side.read(path, option)  # streamed: its configurations' values, not its records
         for warning in loaded.warnings():
             print(f"vnetbench: warning: {warning}", file=sys.stderr)
         sides.append(side)
