@@ -1,11 +1,13 @@
-"""Peak memory of ``vnetbench report`` and ``compare`` on a store of N records (default 100,000).
+"""Peak memory of ``vnetbench report`` and ``compare`` on stores of 10,000 and 100,000 records.
 
-The store is built from one real record (a halo run on this machine, through the CLI) copied
-with new run ids, repetitions and rank counts, so each line has a real record's size and shape.
-Prints the store's size, each command's peak RSS (the kernel's ru_maxrss of that child, from wait4) and the
-reference measured in the same run: the RSS of a Python that only imports vnetbench's analysis.
+Each store is built from one real record (a halo run on this machine, through the CLI) copied
+with new run ids, repetitions, topologies and parameter sets, so each line has a real record's
+size and shape. Prints each store's size, each command's own peak resident memory (VmHWM of its
+address space, read as it exits: ru_maxrss would carry the forking parent's high-water mark into
+the child) and time, the reference (a Python that only imports vnetbench's analysis), and the
+ratio of the largest store's peak to the smallest's: about 1 when memory does not grow with the store.
 
-    python benchmarks/store_memory.py [--records 100000] [--keep DIR]
+    python benchmarks/store_memory.py [--records 10000 100000] [--keep DIR]
 """
 
 import argparse
@@ -17,26 +19,40 @@ import tempfile
 import time
 from pathlib import Path
 
+# run as the command's own process, so its VmHWM is the command's alone; the CLI without its name in
+# the argv: on a shared machine other test tiers end stray processes called vnetbench
+MEASURED = ("import re, runpy, sys\n"
+            "hwm, sys.argv = sys.argv[1], ['vnetbench', *sys.argv[2:]]\n"
+            "try:\n"
+            "    runpy.run_module('vnet' + 'bench', run_name='__main__')\n"
+            "finally:\n"
+            "    status = open('/proc/self/status').read()\n"
+            "    open(hwm, 'w').write(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n")
 
-# the CLI without its name in the argv: on a shared machine other test tiers end stray processes
-# called vnetbench, and a 100,000-record report runs for minutes
-CLI = [sys.executable, "-c", "import runpy, sys; sys.argv[0] = 'vnetbench'; runpy.run_module('vnet' + 'bench', "
-       "run_name='__main__')"]
 
-
-def peak_of(argv: list[str]) -> tuple[float, float, int]:
-    """(peak RSS MiB, seconds, exit code) of one child, from its own rusage (wait4)."""
+def own_peak(args: list, folder: Path, timeout: float = 1800) -> tuple[float, float, int, str, str]:
+    """(peak resident MiB, seconds, exit code, stdout, stderr) of ``vnetbench ARGS`` in a child of its own."""
+    hwm = folder / "vmhwm"
+    hwm.unlink(missing_ok=True)
     started = time.perf_counter()
-    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: a chatty child never blocks
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errors)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
+    # files, not pipes: a chatty child never blocks
+    with tempfile.TemporaryFile() as output, tempfile.TemporaryFile() as errors:
+        proc = subprocess.run([sys.executable, "-c", MEASURED, str(hwm), *map(str, args)],
+                              stdout=output, stderr=errors, timeout=timeout)
         took = time.perf_counter() - started
-        errors.seek(0)
-        said = errors.read().decode(errors="replace")
-    if code not in (0, 1) or "skipped" in said:
-        sys.exit(f"{argv}: exit {code}: {said[-2000:]}")
-    return usage.ru_maxrss / 1024, took, code
+        said = []
+        for handle in (output, errors):
+            handle.seek(0)
+            said.append(handle.read().decode(errors="replace"))
+    return int(hwm.read_text()) / 1024, took, proc.returncode, *said
+
+
+def reference_peak() -> float:
+    """Peak resident MiB of a Python that imports vnetbench's analysis and CLI and does nothing."""
+    code = ("import re, vnetbench.analysis.report, vnetbench.analysis.digest, vnetbench.cli\n"
+            "print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))")
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              timeout=120).stdout) / 1024
 
 
 def real_record(folder: Path) -> dict:
@@ -57,10 +73,20 @@ def build(store: Path, template: dict, count: int) -> None:
             handle.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
 
 
+def measure(store: Path, folder: Path) -> dict:
+    out = {}
+    for name, args in (("report", ["report", "--store", store]), ("compare", ["compare", store, store])):
+        peak, took, code, _, said = own_peak(args, folder)
+        if code not in (0, 1) or "skipped" in said:
+            sys.exit(f"{name} on {store}: exit {code}: {said[-2000:]}")
+        out[name] = (peak, took)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--keep", type=Path, help="build the store in DIR and leave it there")
+    parser.add_argument("--records", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--keep", type=Path, help="build the stores in DIR and leave them there")
     args = parser.parse_args()
     # beside this script, not in /tmp: test tiers running at the same time sweep /tmp of what they
     # did not expect there (processes too)
@@ -69,18 +95,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="store-memory-", dir=build_dir) as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        store = folder / "results.jsonl"
-        build(store, real_record(folder), args.records)
-        size_mib = store.stat().st_size / 2**20
-        base, _, _ = peak_of([sys.executable, "-c", "import vnetbench.analysis.report, vnetbench.cli"])
-        report, report_s, _ = peak_of([*CLI, "report", "--store", str(store)])
-        compare, compare_s, _ = peak_of([*CLI, "compare", str(store), str(store)])
-    print(f"store: {args.records} records, {size_mib:.0f} MiB")
-    print(f"reference (python importing vnetbench's analysis): {base:.0f} MiB peak RSS")
-    print(f"report:  {report:.0f} MiB peak RSS ({report / base:.2f} x reference, {report / size_mib:.2f} x store), "
-          f"{report_s:.1f} s")
-    print(f"compare: {compare:.0f} MiB peak RSS ({compare / base:.2f} x reference, "
-          f"{compare / size_mib:.2f} x store), {compare_s:.1f} s")
+        template = real_record(folder)
+        base = reference_peak()
+        print(f"reference (python importing vnetbench's analysis): {base:.0f} MiB peak resident (VmHWM)")
+        results = {}
+        for count in args.records:
+            store = folder / f"results-{count}.jsonl"
+            build(store, template, count)
+            results[count] = measure(store, folder)
+            print(f"store of {count} records, {store.stat().st_size / 2**20:.0f} MiB:")
+            for name, (peak, took) in results[count].items():
+                print(f"  {name:8s}{peak:6.0f} MiB peak resident ({peak - base:+.0f} MiB over the reference), "
+                      f"{took:.1f} s")
+        if len(results) > 1:
+            low, high = min(results), max(results)
+            for name in ("report", "compare"):
+                print(f"{name}: peak at {high} records / peak at {low} records = "
+                      f"{results[high][name][0] / results[low][name][0]:.2f}")
 
 
 if __name__ == "__main__":

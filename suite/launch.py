@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from . import mpi, procs
 from .records import SCHEMA_VERSION
+from vnetbench.topologies.files import MAX_LINE
 
 
 def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
@@ -97,6 +98,11 @@ def _die_with_parent():
     return in_child
 
 
+# a program's output is read in pieces of at most these many characters (a whole line when it is shorter), so
+# one endless line is passed on piece by piece, never held whole; a record line is far shorter than MAX_LINE
+STDERR_PIECE = 64 << 10  # stderr's tail keeps 60 pieces
+
+
 def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=None, echo_stderr=True,
             collect_records=True, job=None) -> Outcome:
     """Run mpirun in a session of its own; on timeout, interrupt or any exit kill whatever is left of it.
@@ -118,7 +124,7 @@ def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=No
         job.watch(proc.pid)
 
     def read_stdout():
-        for line in proc.stdout:
+        for line in iter(lambda: proc.stdout.readline(MAX_LINE), ""):
             record = _is_record(line) if collect_records else None
             if record is not None:
                 outcome.records.append(record)
@@ -127,7 +133,7 @@ def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=No
                 passthrough.flush()
 
     def read_stderr():
-        for line in proc.stderr:
+        for line in iter(lambda: proc.stderr.readline(STDERR_PIECE), ""):
             tail.append(line)
             if echo_stderr:
                 sys.stderr.write(line)

@@ -65,35 +65,38 @@ class Store:
             return
         created = []
         try:
-            for parent in reversed(target.parents):
-                if not parent.exists():
-                    parent.mkdir()
-                    created.append(parent)
+            created = _make_parents(target)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             os.close(fd)
             target.unlink()
         except OSError as exc:
             raise UsageError(f"--store: cannot create {target}: {exc.strerror}") from None
         finally:
-            for parent in reversed(created):
-                try:
-                    parent.rmdir()
-                except OSError:
-                    pass
+            _remove_folders(created)
 
     def append(self, record: dict) -> None:
         problems = check_record(record)
         if problems:
             raise StoreError(f"refusing to store a malformed record: {'; '.join(problems)}")
         line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        folders = []
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            folders = _make_parents(self.path)
+            fd, created = _open_or_create(self.path)
         except OSError as exc:
+            _remove_folders(folders)
             raise StoreError(f"cannot open store {self.path}: {exc.strerror}") from exc
         fallback = None
         try:
-            fallback = self._lock(fd)
+            try:
+                fallback = self._lock(fd)
+            except StoreError:
+                # neither lock works: what this append created goes again. Empty, nobody wrote to it: a writer
+                # that held the lock file meanwhile writes as soon as it has it
+                if created and os.fstat(fd).st_size == 0:
+                    self.path.unlink(missing_ok=True)
+                    _remove_folders(folders)
+                raise
             size = os.fstat(fd).st_size
             if size and _last_byte(fd, size) != b"\n":
                 # a writer died mid-line: end that line so this record stays whole and readable
@@ -209,6 +212,43 @@ def _parse(number: int, text: bytes):
         version = record.get("schema_version") if isinstance(record, dict) else None
         return BadLine(number, "not a vnetbench record: " + "; ".join(problems[:3]), version)
     return number, record
+
+
+def _make_parents(target: Path) -> list[Path]:
+    """Create the folders missing above ``target``; those created, outermost first."""
+    created = []
+    for parent in reversed(target.parents):
+        if not parent.exists():
+            try:
+                parent.mkdir()
+            except FileExistsError:  # another writer made it meanwhile
+                continue
+            except OSError:
+                _remove_folders(created)
+                raise
+            created.append(parent)
+    return created
+
+
+def _remove_folders(created: list[Path]) -> None:
+    for parent in reversed(created):
+        try:
+            parent.rmdir()
+        except OSError:  # no longer empty: another writer uses it
+            pass
+
+
+def _open_or_create(path: Path) -> tuple[int, bool]:
+    """(fd open for appending, whether this call created the file)."""
+    while True:
+        try:
+            return os.open(path, os.O_RDWR | os.O_APPEND), False
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:  # another writer created it meanwhile
+            continue
 
 
 def _last_byte(fd: int, size: int) -> bytes:

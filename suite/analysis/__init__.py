@@ -1,6 +1,8 @@
 """The analysis layer: records in, tables, comparisons and plots out.
 
-- ``records``: a store's sound records (through ``Store.scan``), migrated, keyed by configuration;
+- ``records``: a store's sound records (streamed by ``Store.entries``), migrated, keyed by configuration;
+- ``digest``: a store read once into what ``report`` shows, holding no records (``compare.Side`` does
+  the same for each side of a comparison): memory follows configurations x repetitions, not bytes;
 - ``metrics``: the numbers in a record, as its kernel declares them (kernels/contract.py);
 - ``stats``: summaries of repetitions, Welch's t-test, percentage change (pure);
 - ``tables``: the study-shaped tables as data (cells, overhead or N/A, scaling);

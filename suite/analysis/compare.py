@@ -7,13 +7,15 @@ the two sides: a shift smaller than the runs' own scatter is not reported as a c
 pyperf, which calls such differences "not significant" instead of printing a percentage.
 """
 
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..kernels.contract import Metric
 from . import format as fmt
 from . import metrics as registry
-from .records import ConfigKey, config_key, describe_key
+from .records import ConfigKey, Loaded, config_key, describe_key, stream
 from .render import Document, Grid, render as render_document
 from .stats import Summary, TestResult, change_pct, summarise, welch, worse_pct
 
@@ -92,24 +94,43 @@ def verdict(worse: float | None, test: TestResult, threshold_pct: float, noise_f
     return "regression" if worse > 0 else "improvement"
 
 
-def _by_config(records: list[dict]):
-    """config -> (metric name -> (Metric, values)), and config -> statuses of its runs that are not ok."""
-    measured = defaultdict(dict)
-    failed = defaultdict(lambda: defaultdict(int))
-    for record in records:
+class Side:
+    """One side of a comparison, a record at a time: per configuration each metric's values (in store
+    order) and the statuses of the runs that did not pass; never the records."""
+
+    def __init__(self):
+        self.measured: dict[ConfigKey, dict[str, tuple[Metric, array]]] = defaultdict(dict)
+        self.failed: dict[ConfigKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    @classmethod
+    def read(cls, path, option: str) -> tuple["Side", Loaded]:
+        """The store at ``path`` streamed into a side, with what was skipped, migrated or a duplicate."""
+        side, loaded = cls(), Loaded(Path(path), [])
+        for _, record in stream(path, option, loaded):
+            side.add(record)
+        return side, loaded
+
+    @classmethod
+    def of(cls, records) -> "Side":
+        side = cls()
+        for record in records:
+            side.add(record)
+        return side
+
+    def add(self, record: dict) -> None:
         key = config_key(record)
         if record["status"] != "ok":
-            failed[key][record["status"]] += 1
-            continue
+            self.failed[key][record["status"]] += 1
+            return
         for metric, value in registry.extract(record):
-            measured[key].setdefault(metric.name, (metric, []))[1].append(value)
-    return measured, failed
+            self.measured[key].setdefault(metric.name, (metric, array("d")))[1].append(value)
 
 
-def compare(baseline: list[dict], current: list[dict], threshold_pct: float = 5.0, alpha: float = 0.05) -> Comparison:
-    """Every metric of every configuration found in both record lists, with its verdict."""
-    base, base_failed = _by_config(baseline)
-    cur, cur_failed = _by_config(current)
+def compare(baseline, current, threshold_pct: float = 5.0, alpha: float = 0.05) -> Comparison:
+    """Every metric of every configuration found in both sides (records, or a Side each), with its verdict."""
+    base_side, cur_side = (side if isinstance(side, Side) else Side.of(side) for side in (baseline, current))
+    base, base_failed = base_side.measured, base_side.failed
+    cur, cur_failed = cur_side.measured, cur_side.failed
     result = Comparison(threshold_pct, alpha)
     for key in sorted(set(base) | set(base_failed) | set(cur) | set(cur_failed), key=str):
         if key not in base and key not in base_failed:

@@ -115,11 +115,16 @@ def size_rows(record: dict) -> list[dict]:
         return []
 
 
+def declares_breakdown(kernel: str) -> bool:
+    module = workload(kernel)
+    return module is not None and hasattr(module, "breakdown")
+
+
 def breakdown(kernel: str, runs: list[dict]) -> tuple[str, dict] | None:
     """(title, columns) where the kernel's headline comes from for one configuration's passing runs."""
-    module = workload(kernel)
-    if module is None or not hasattr(module, "breakdown"):
+    if not declares_breakdown(kernel):
         return None
+    module = workload(kernel)
     try:
         columns = module.breakdown(runs)
     except _BROKEN:

@@ -6,6 +6,7 @@ parameter, the binding the ranks ran with and the run options (memory policy, co
 Sweep's ``--resume``, report's cells and compare's matching all use ``config_key``.
 """
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,7 +85,9 @@ class Loaded:
     skipped: list[Skipped] = field(default_factory=list)
     migrated: int = 0
     duplicates: int = 0
-    lines: dict[tuple, int] = field(default_factory=dict)  # identity -> line of the store
+    lines: dict[tuple, int] = field(default_factory=dict)  # identity -> line of the store (load() only)
+    count: int = 0  # sound records read, duplicates left out
+    not_ok: int = 0  # of which did not pass
 
     def ok(self) -> list[dict]:
         return [record for record in self.records if record["status"] == "ok"]
@@ -101,12 +104,17 @@ class Loaded:
         return out
 
 
-def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = None) -> Loaded:
-    """The store's sound records, streamed a line at a time; UsageError naming ``option`` when it is
-    missing, not a regular file or of a newer schema. ``keep`` trims each record as it is read
-    (what a caller does not need is never held for the whole store)."""
+def stream(path, option: str = "--store", into: Loaded | None = None):
+    """(line, record) for each sound record of the store, migrated and de-duplicated, a line at a time;
+    what was skipped, migrated or a duplicate is counted in ``into`` (whose records stay as they are).
+
+    UsageError naming ``option`` when the store is missing, not a regular file or of a newer schema.
+    Holds no record: to tell a duplicate, only a 128-bit digest of each (run id, repetition) seen,
+    about 70 bytes a record.
+    """
     path = Path(path)
-    loaded = Loaded(path, [])
+    loaded = into if into is not None else Loaded(path, [])
+    seen: set[int] = set()
     for entry in Store(path).entries(option):
         if isinstance(entry, BadLine):
             _refuse_newer(path, entry, option)
@@ -116,9 +124,26 @@ def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = No
         if record["schema_version"] < schema.SCHEMA_VERSION:
             record = migrate(record, path, option)
             loaded.migrated += 1
-        if identity(record) in loaded.lines:
+        digest = _digest(identity(record))
+        if digest in seen:
             loaded.duplicates += 1
             continue
+        seen.add(digest)
+        loaded.count += 1
+        loaded.not_ok += record["status"] != "ok"
+        yield line, record
+
+
+def _digest(key: tuple) -> int:
+    # a digest, not the key: a run id is ~50 bytes; 128 bits make a false duplicate as unlikely as a git collision
+    return int.from_bytes(hashlib.blake2b(canonical(key).encode(), digest_size=16).digest(), "little")
+
+
+def load(path, option: str = "--store", keep: Callable[[dict], dict] | None = None) -> Loaded:
+    """The store's sound records (see stream()), all held: for what shows each record. ``keep`` trims
+    each record as it is read (what a caller does not need is never held for the whole store)."""
+    loaded = Loaded(Path(path), [])
+    for line, record in stream(path, option, loaded):
         loaded.lines[identity(record)] = line
         loaded.records.append(keep(record) if keep else record)
     return loaded

@@ -8,12 +8,13 @@ they ran on (more ranks than a VM's vCPUs), or whose baseline cell did, is not c
 it: its overhead is N/A, with the reason. Pure: records in, dataclasses out.
 """
 
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..kernels.contract import Metric
 from . import metrics as registry
-from .records import bind_of, canonical, config_key, describe_key, run_options_of, topology_name
+from .records import ConfigKey, bind_of, canonical, describe_key, run_options_of, topology_name
 from .stats import Summary, summarise, worse_pct
 
 
@@ -86,20 +87,107 @@ class StudyTable:
                           "scaling": [s.to_dict() for s in r.scaling]} for r in self.rows]}
 
 
-def build(records: list[dict], baseline: str = "native") -> list[StudyTable]:
+class Study:
+    """The study's tables built a record at a time, keeping per configuration only what a cell shows:
+    its table metrics' values, its failure counts, its first oversubscription; never the records.
+    Memory follows configurations x repetitions, not the records' size.
+
+    A kernel's table choice that leaves a metric out as more metrics appear never takes it back
+    (a fixed list, or the smallest and largest message size), so the values of metrics it has
+    left out are dropped as the store is read.
+    """
+
+    def __init__(self):
+        self.groups: dict[tuple, _Group] = {}
+        self.statuses: dict[ConfigKey, dict[str, int]] = {}  # every configuration's runs by status
+
+    def unmeasured(self) -> list[str]:
+        """Configurations that ran but never passed (so no cell shows them), as 'halo x4 on native: 2 timeout'."""
+        return [f"{describe_key(key)}: {', '.join(f'{n} {s}' for s, n in sorted(seen.items()))}"
+                for key, seen in self.statuses.items() if "ok" not in seen]
+
+    def add(self, record: dict) -> None:
+        kernel, params, options = record["kernel"], canonical(record["params"]), canonical(run_options_of(record))
+        group = self.groups.get((kernel, params, options))
+        if group is None:
+            group = self.groups[(kernel, params, options)] = _Group(kernel, record["params"], run_options_of(record))
+        topology, bind = topology_name(record), bind_of(record)
+        group.add(record, (topology, bind, record["ranks"]))
+        key = ConfigKey(kernel, topology, record["ranks"], params, bind, options)
+        self.statuses.setdefault(key, defaultdict(int))[record["status"]] += 1
+
+    def build(self, baseline: str = "native") -> list[StudyTable]:
+        """One table per kernel, parameter set and table metric, in the study's order."""
+        order = sorted(self.groups, key=lambda key: registry.order(key[0]))
+        tables = []
+        for key in order:
+            group = self.groups[key]
+            siblings = [g.params for k, g in self.groups.items() if k[0] == key[0]]
+            label = params_label(key[0], group.params, siblings)
+            label = ", ".join(filter(None, [label, *(f"{k}={v}" for k, v in sorted(group.run_options.items()))]))
+            tables += _tables_for(group, label, baseline)
+        return tables
+
+
+@dataclass
+class _Slot:
+    """The runs of one (topology, bind, ranks) in a group: a cell of each of its tables."""
+
+    values: dict[str, array] = field(default_factory=dict)  # table metric -> values, in store order
+    failed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    over: dict[str, str] = field(default_factory=dict)  # table metric -> first oversubscription among its values
+
+
+@dataclass
+class _Group:
+    """One kernel, parameter set and run options: its metrics as described, its slots in store order."""
+
+    kernel: str
+    params: dict
+    run_options: dict
+    described: dict[str, Metric] = field(default_factory=dict)
+    slots: dict[tuple, _Slot] = field(default_factory=dict)
+    chosen: list[str] = field(default_factory=list)  # the table metrics among those described so far
+    seen: int = 0  # how many metrics were described when they were chosen
+
+    def add(self, record: dict, key: tuple) -> None:
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = self.slots[key] = _Slot()
+        if record["status"] != "ok":
+            slot.failed[record["status"]] += 1
+            return
+        values = {}
+        for metric, value in registry.extract(record):
+            self.described[metric.name] = metric
+            values[metric.name] = value
+        if len(self.described) != self.seen:
+            self._choose()
+        crowded = None  # worked out once per record, and only while a cell has none yet
+        for name in self.chosen:
+            if name in values:
+                slot.values.setdefault(name, array("d")).append(values[name])
+                if name not in slot.over:
+                    if crowded is None:
+                        crowded = oversubscription(record) or ""
+                    if crowded:
+                        slot.over[name] = crowded
+
+    def _choose(self) -> None:
+        self.chosen = registry.table_metrics(self.kernel, list(self.described))
+        self.seen = len(self.described)
+        for slot in self.slots.values():
+            for name in [name for name in slot.values if name not in self.chosen]:
+                del slot.values[name]
+                slot.over.pop(name, None)
+
+
+def build(records, baseline: str = "native") -> list[StudyTable]:
     """One table per kernel, parameter set and table metric, in the study's order."""
-    groups = defaultdict(list)
+    study = Study()
     for record in records:
-        groups[(record["kernel"], canonical(record["params"]), canonical(run_options_of(record)))].append(record)
-    order = sorted(groups, key=lambda key: registry.order(key[0]))
-    tables = []
-    for key in order:
-        group = groups[key]
-        label = params_label(key[0], group[0]["params"], [g[0]["params"] for k, g in groups.items() if k[0] == key[0]])
-        options = run_options_of(group[0])
-        label = ", ".join(filter(None, [label, *(f"{k}={v}" for k, v in sorted(options.items()))]))
-        tables += _tables_for(key[0], group, label, baseline)
-    return tables
+        study.add(record)
+    return study.build(baseline)
 
 
 def params_label(kernel: str, params: dict, siblings: list[dict]) -> str:
@@ -115,41 +203,28 @@ def params_label(kernel: str, params: dict, siblings: list[dict]) -> str:
     return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in changed.items())
 
 
-def _row_keys(group: list[dict]) -> dict[int, tuple]:
-    """Row key per record: (topology, bind) where a topology ran several bindings at one rank count, else (topology, None)."""
+def _tables_for(group: _Group, label: str, baseline: str) -> list[StudyTable]:
+    # a topology that ran several bindings at one rank count gets a row per binding
     binds = defaultdict(set)
-    for record in group:
-        binds[(topology_name(record), record["ranks"])].add(bind_of(record))
+    for topology, bind, ranks in group.slots:
+        binds[(topology, ranks)].add(bind)
     split = {topology for (topology, _), seen in binds.items() if len(seen) > 1}
-    return {id(r): (topology_name(r), bind_of(r) if topology_name(r) in split else None) for r in group}
 
+    def row_key(slot_key):
+        return slot_key[0], slot_key[1] if slot_key[0] in split else None
 
-def _tables_for(kernel, group, label, baseline) -> list[StudyTable]:
-    keys = _row_keys(group)
-    described: dict[str, Metric] = {}
-    for record in group:
-        if record["status"] == "ok":
-            described.update(registry.described(record))
-    rank_counts = sorted({record["ranks"] for record in group})
-    row_order = list(dict.fromkeys(keys[id(r)] for r in group))
+    rank_counts = sorted({ranks for _, _, ranks in group.slots})
+    row_order = list(dict.fromkeys(map(row_key, group.slots)))
     row_order.sort(key=lambda k: (k[0] != baseline, k[0], k[1] or ""))
     tables = []
-    for name in registry.table_metrics(kernel, list(described)):
-        metric = described[name]
+    for name in registry.table_metrics(group.kernel, list(group.described)):
+        metric = group.described[name]
         rows = {key: Row(*key) for key in row_order}
-        cells = defaultdict(lambda: ([], defaultdict(int), []))
-        for record in group:
-            slot = cells[(keys[id(record)], record["ranks"])]
-            if record["status"] != "ok":
-                slot[1][record["status"]] += 1
-                continue
-            value = registry.values(record).get(name)
-            if value is not None:
-                slot[0].append(value)
-                slot[2].append(oversubscription(record))
-        for (key, ranks), (found, failed, over) in cells.items():
-            rows[key].cells[ranks] = Cell(ranks, summarise(found) if found else None, found, dict(failed),
-                                          oversubscribed=next(filter(None, over), None))
+        for slot_key, slot in group.slots.items():
+            found = list(slot.values.get(name, ()))
+            ranks = slot_key[2]
+            rows[row_key(slot_key)].cells[ranks] = Cell(ranks, summarise(found) if found else None, found,
+                                                        dict(slot.failed), oversubscribed=slot.over.get(name))
         base = _baseline_rows(rows, baseline)
         for key, row in rows.items():
             reference = base.get(key[1], next(iter(base.values()), None))
@@ -157,8 +232,8 @@ def _tables_for(kernel, group, label, baseline) -> list[StudyTable]:
             if metric.scaling:
                 row.scaling = _scaling(row, metric, rank_counts)
         first_base = next(iter(base.values()), None)
-        tables.append(StudyTable(kernel, group[0]["params"], run_options_of(group[0]), label, metric, rank_counts, list(rows.values()),
-                                 first_base.label if first_base else None))
+        tables.append(StudyTable(group.kernel, group.params, group.run_options, label, metric, rank_counts,
+                                 list(rows.values()), first_base.label if first_base else None))
     return tables
 
 
@@ -222,10 +297,9 @@ def to_json(tables: list[StudyTable], **context) -> dict:
     return {**context, "tables": [table.to_dict() for table in tables]}
 
 
-def unmeasured(records: list[dict]) -> list[str]:
+def unmeasured(records) -> list[str]:
     """Configurations that ran but never passed (so no cell shows them), as 'halo x4 on native: 2 timeout'."""
-    statuses = defaultdict(lambda: defaultdict(int))
+    study = Study()
     for record in records:
-        statuses[config_key(record)][record["status"]] += 1
-    return [f"{describe_key(key)}: {', '.join(f'{n} {s}' for s, n in sorted(seen.items()))}"
-            for key, seen in statuses.items() if "ok" not in seen]
+        study.add(record)
+    return study.unmeasured()

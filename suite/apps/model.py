@@ -7,6 +7,7 @@ file. Relative paths in ``command`` resolve against the YAML's folder.
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -152,8 +153,8 @@ class App:
             if path.is_dir():
                 continue  # an output or work folder: nothing to read
             try:
-                with open(path, "rb") as handle:
-                    handle.read(1)
+                # opened without blocking and not read: a FIFO input with no writer must not hang the check
+                os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
             except OSError as exc:
                 raise UsageError(f"{self.source}: command[{i}]: {raw!r}: cannot read: {exc.strerror}") from None
 

@@ -1,12 +1,11 @@
 """Running an application definition on a topology, repetition by repetition, into the store.
 
 The program runs under the rank-side wrapper (placement from inside each rank, then exec). Its
-stdout is kept and read after the run: the success pattern, the parser, the regex metrics. A run
-that fails, is killed, times out or lacks what it declared is recorded with its status and the
-reason, never as a success.
+stdout is kept with a bound (output.py) and read after the run: the success pattern, the parser,
+the regex metrics. A run that fails, is killed, times out or lacks what it declared is recorded
+with its status and the reason, never as a success.
 """
 
-import collections
 import re
 import shlex
 import sys
@@ -20,32 +19,9 @@ from vnetbench.store import Store
 
 from . import parsers, wrapper
 from .model import App
+from .output import TAIL_CHARS, Capture, last_lines
 
-OUTPUT_LIMIT = 16 << 20  # bytes of stdout kept for the parsers (the end: LAMMPS's last loop is there)
-TAIL_LINES = 20
-
-
-class Capture:
-    """A passthrough for ``launch.execute``: echoes each line and keeps the last OUTPUT_LIMIT bytes."""
-
-    def __init__(self, echo):
-        self.echo, self.lines, self.size = echo, collections.deque(), 0
-
-    def write(self, line: str) -> None:
-        self.lines.append(line)
-        self.size += len(line)
-        while self.size > OUTPUT_LIMIT and len(self.lines) > 1:
-            self.size -= len(self.lines.popleft())
-        if self.echo is not None:
-            self.echo.write(line)
-
-    def flush(self) -> None:
-        if self.echo is not None:
-            self.echo.flush()
-
-    def text(self) -> str:
-        return "".join(self.lines)
-
+TAIL_LINES = 20  # of the output, kept in the record
 
 def run_app(app: App, ranks: int, *, topology="native", repeat: int = 1, store: Store | str | None = None,
             timeout: float | None = None, bind: str | None = None, mpi: str | None = None, realised=None,
@@ -116,9 +92,10 @@ def run_once(app: App, realised, spec, ranks: int, repetition: int, timeout, lau
     metrics, problems = read_output(app, output + "".join(outcome.stderr_tail))
     common["metrics"] = metrics
     problems += _placement_problems(common["placement"], ranks, spec)
+    unread = capture.notes()
     if problems:
-        return _record(status="invalid", detail="; ".join(problems), **common)
-    return _record(status="ok", detail=f"exit 0; {_checked(app)}", **common)
+        return _record(status="invalid", detail="; ".join(problems + unread), **common)
+    return _record(status="ok", detail="; ".join([f"exit 0; {_checked(app)}", *unread]), **common)
 
 
 def read_output(app: App, output: str) -> tuple[dict, list[str]]:
@@ -191,6 +168,6 @@ def _record(*, app: App, ranks, realised, run_id, repetition, started_at, launch
              "command": app.argv(), "program": app.program(), "program_hash": app.program_hash(),
              **app.declaration()},
         exit_status=outcome.returncode if outcome is not None else None,
-        output_tail=output.splitlines()[-TAIL_LINES:] + [f"[stderr] {line.rstrip()}" for line in
-                                                         (outcome.stderr_tail[-TAIL_LINES:] if outcome else [])],
+        output_tail=[line[:TAIL_CHARS] for line in last_lines(output, TAIL_LINES)]
+        + [f"[stderr] {line.rstrip()[:TAIL_CHARS]}" for line in (outcome.stderr_tail[-TAIL_LINES:] if outcome else [])],
     )

@@ -9,6 +9,7 @@ floor. Exit 1 when anything regressed (or a configuration that passed no longer 
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def percent(text: str) -> float:
@@ -49,24 +50,22 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench.analysis import compare, records
+    from vnetbench.analysis import compare
 
     if args.junit:
-        from pathlib import Path
-
         from vnetbench.errors import UsageError
 
         target = Path(args.junit)
         if target.is_dir() or not target.parent.is_dir():
             raise UsageError(f"--junit: cannot write {args.junit}: "
                              f"{'it is a directory' if target.is_dir() else 'no such folder'}")
-    stores = []
+    sides = []
     for option, path in (("BASELINE", args.baseline), ("CURRENT", args.current)):
-        loaded = records.load(path, option, keep=records.for_tables())
+        side, loaded = compare.Side.read(path, option)  # streamed: its configurations' values, not its records
         for warning in loaded.warnings():
             print(f"vnetbench: warning: {warning}", file=sys.stderr)
-        stores.append(loaded)
-    result = compare.compare(stores[0].records, stores[1].records, args.threshold, args.alpha)
+        sides.append(side)
+    result = compare.compare(*sides, args.threshold, args.alpha)
     print(compare.render(result, args.format, args.all))
     if args.junit:
         from vnetbench.analysis import junit

@@ -42,49 +42,53 @@ def _check_output(option: str, path: str | None, suffixes: tuple[str, ...]) -> N
 
 
 def handle(args) -> int:
-    from vnetbench.analysis import breakdown, metrics, records, render, report, tables as study
+    from vnetbench.analysis import digest, render, report
 
     _check_output("--plot", args.plot, (".png", ".svg", ".pdf"))
     _check_output("--html", args.html, (".html", ".htm"))
-    # --runs prints whole records; the tables need a slim copy of each, so a big store stays small
-    loaded = records.load(args.store, "--store", keep=None if args.runs else records.for_tables())
+    # the store is streamed into the tables; records are kept only where they are shown
+    if args.runs:
+        keep = (lambda record: True)
+    elif args.sizes:
+        keep = (lambda record: record["run_id"] == args.sizes)
+    else:
+        keep = digest.passing if args.plot or args.html else None
+    read = digest.digest(args.store, "--store", keep=keep, whole=args.runs)
+    loaded = read.loaded
     for warning in loaded.warnings():
         print(f"vnetbench: warning: {warning}", file=sys.stderr)
-    not_numbers = [f"{loaded.path}:{loaded.line_of(r)}: {r['kernel']} run {r['run_id']} repetition "
-                   f"{r['repetition'] + 1}: {', '.join(bad)}" for r in loaded.ok() if (bad := metrics.not_numbers(r))]
-    for item in not_numbers:
+    for item in read.not_numbers:
         print(f"vnetbench: warning: metrics not numbers, left out: {item}", file=sys.stderr)
-    if not loaded.records:
+    if not loaded.count:
         print(f"vnetbench: {args.store} holds no records", file=sys.stderr)
         return 0
     if args.sizes:
-        chosen = [r for r in loaded.records if r["run_id"] == args.sizes]
-        if not chosen:
+        if not read.kept:
             raise UsageError(f"--sizes: no run {args.sizes!r} in {args.store}; 'vnetbench report --runs --format json' "
                              "lists the run ids")
-        document = report.sizes_document(chosen)
+        document = report.sizes_document(read.kept)
         if not document.grids:
-            raise UsageError(f"--sizes: run {args.sizes!r} ({chosen[0]['kernel']}) has no per-size table")
+            raise UsageError(f"--sizes: run {args.sizes!r} ({read.kept[0]['kernel']}) has no per-size table")
         print(render.render(document, args.format))
         return 0
     if args.runs:
-        print(report.render_records(loaded.records, args.format))
+        print(report.render_records(read.kept, args.format))
         return 0
-    tables = study.build(loaded.records, args.baseline)
-    context = {"store": str(loaded.path), "baseline": args.baseline, "records": len(loaded.records),
-               "not_ok": len(loaded.records) - len(loaded.ok()),
+    tables = read.study.build(args.baseline)
+    context = {"store": str(loaded.path), "baseline": args.baseline, "records": loaded.count,
+               "not_ok": loaded.not_ok,
                "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped],
-               "unmeasured": study.unmeasured(loaded.records), "not_numbers": not_numbers,
-               "breakdowns": breakdown.breakdowns(loaded.ok())}
+               "unmeasured": read.study.unmeasured(), "not_numbers": read.not_numbers,
+               "breakdowns": read.breakdowns.rows()}
     print(report.render_study(tables, args.format, **context))
     if args.plot:
         from vnetbench.analysis import plots
 
-        drawn = plots.save(loaded.ok(), tables, args.plot, baseline=args.baseline)
+        drawn = plots.save(read.kept, tables, args.plot, baseline=args.baseline)
         print(f"vnetbench: {drawn} plot(s) written to {args.plot}", file=sys.stderr)
     if args.html:
         from vnetbench.analysis import html
 
-        html.write(args.html, loaded.ok(), tables, **context)
+        html.write(args.html, read.kept, tables, **context)
         print(f"vnetbench: report written to {args.html}", file=sys.stderr)
     return 0

@@ -15,7 +15,9 @@ from vnetbench.topologies.files import MAX_LINE
 
 STORES = Path(__file__).resolve().parent.parent / "data" / "stores"
 sys.path.insert(0, str(STORES))
+sys.path.insert(0, str(STORES.parents[2] / "benchmarks"))
 import craft  # noqa: E402
+from store_memory import own_peak  # noqa: E402
 
 
 @pytest.fixture
@@ -56,23 +58,11 @@ def test_overlong_line_is_a_bad_line_named_and_not_held(tmp_path):
         # 3 x MAX_LINE of one line (a JSON string, so it would parse if read whole)
         handle.write(b'{"x": "' + b"a" * (3 * MAX_LINE) + b'"}\n')
         handle.write(json.dumps(records[1]).encode() + b"\n")
-    # the report's own peak memory: VmHWM of its own address space, read as it exits (ru_maxrss would not
-    # do: Linux carries the forking parent's high-water mark into the child's, and pytest is large by then)
-    out, err, hwm = tmp_path / "out", tmp_path / "err", tmp_path / "hwm"
-    measured = ("import re, runpy, sys\n"
-                "store, hwm = sys.argv[1:3]\n"
-                "sys.argv = ['vnetbench', 'report', '--store', store]\n"
-                "try:\n"
-                "    runpy.run_module('vnetbench', run_name='__main__')\n"
-                "finally:\n"
-                "    status = open('/proc/self/status').read()\n"
-                "    open(hwm, 'w').write(re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n")
-    with open(out, "w") as stdout, open(err, "w") as stderr:
-        subprocess.run([sys.executable, "-c", measured, str(store), str(hwm)], stdout=stdout, stderr=stderr,
-                       timeout=120)
-    peak_mib = int(hwm.read_text()) / 1024
-    assert f"s.jsonl:2: skipped: longer than {MAX_LINE >> 20} MiB" in err.read_text()
-    assert "native" in out.read_text()
+    # the report's own peak memory (ru_maxrss would not do: Linux carries the forking parent's high-water
+    # mark into the child's, and pytest is large by then)
+    peak_mib, _, _, out, err = own_peak(["report", "--store", store], tmp_path, timeout=120)
+    assert f"s.jsonl:2: skipped: longer than {MAX_LINE >> 20} MiB" in err
+    assert "native" in out
     loaded = Store(store).scan()
     assert len(loaded[0]) == 2 and [b.line for b in loaded[1]] == [2]
     # the line is 12 MiB; a reader holding it whole (bytes, then str, then the parse) takes 3 times that

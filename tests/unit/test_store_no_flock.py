@@ -83,4 +83,15 @@ def test_neither_flock_nor_a_lock_file_is_a_clear_error(tmp_path, fake_noflock):
     message = proc.stderr.strip().splitlines()[-1]
     assert "flock is unavailable here (No locks available)" in message
     assert "results.jsonl.lock cannot be created" in message
-    assert not store.exists() or store.read_text() == ""
+    assert not store.exists()  # nothing is created when the store cannot be locked
+
+
+def test_an_existing_store_is_left_as_it_was_when_it_cannot_be_locked(tmp_path, fake_noflock):
+    store = tmp_path / "results.jsonl"
+    earlier = json.dumps(craft.halo("native", 2, [1.0])[0]) + "\n"
+    store.write_text(earlier)
+    (tmp_path / "results.jsonl.lock").mkdir()
+    files = record_files(tmp_path, writers=1, each=1)
+    proc = vnetbench("ingest", files[0], "--store", store, env=fake_noflock)
+    assert proc.returncode == 1 and "cannot be created" in proc.stderr
+    assert store.read_text() == earlier
