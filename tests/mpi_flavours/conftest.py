@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import mpi_venvs
+from harness import hoststate, mpi_venvs
 
 HERE = Path(__file__).parent
 # flavour -> (its mpicc, how vnetbench names its launcher's flavour)
@@ -31,6 +31,13 @@ TINY = {
                  "--validate"],
     "allreduce": ["--max-size", "4096", "--iterations", "10", "--large-iterations", "3"],
 }
+
+
+@pytest.fixture(autouse=True)
+def shm_unchanged():
+    """Every test leaves /dev/shm as it found it (an Open MPI segment nobody removes is 16 MiB lost)."""
+    with hoststate.shm_unchanged():
+        yield
 
 
 @pytest.fixture(scope="session", params=list(FLAVOURS))
