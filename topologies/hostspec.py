@@ -25,7 +25,7 @@ from .spec import MAX_SPEC_BYTES, Lines, Spec, TopologyName, choice, count, repo
 def _pattern(regex, what: str):
     def check(value):
         if not isinstance(value, str) or not regex.match(value):
-            raise ValueError(f"{units._shown(value)} is not {what}")
+            raise ValueError(f"{units.shown(value)} is not {what}")
         return value
     return check
 
@@ -33,7 +33,7 @@ def _pattern(regex, what: str):
 def _exactly(expected: str):
     def check(value):
         if value != expected:
-            raise ValueError(f"expected {expected!r}, got {units._shown(value)}")
+            raise ValueError(f"expected {expected!r}, got {units.shown(value)}")
         return value
     return check
 
@@ -42,19 +42,19 @@ def _network(value):
     try:
         return str(ipaddress.IPv4Network(value, strict=True))
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{units._shown(value)} is not an IPv4 network such as 10.0.0.0/24 ({exc})") from None
+        raise ValueError(f"{units.shown(value)} is not an IPv4 network such as 10.0.0.0/24 ({exc})") from None
 
 
 def _ipv4(value):
     try:
         return str(ipaddress.IPv4Address(value))
     except (ValueError, TypeError):
-        raise ValueError(f"{units._shown(value)} is not an IPv4 address") from None
+        raise ValueError(f"{units.shown(value)} is not an IPv4 address") from None
 
 
 def _absolute(value):
     if not isinstance(value, str) or not os.path.isabs(value):
-        raise ValueError(f"{units._shown(value)} is not an absolute path")
+        raise ValueError(f"{units.shown(value)} is not an absolute path")
     return value
 
 

@@ -37,9 +37,9 @@ ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}\Z")
 def count(low: int, high: int):
     def check(value):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected a whole number from {low} to {high}, got {units._shown(value)}")
+            raise ValueError(f"expected a whole number from {low} to {high}, got {units.shown(value)}")
         if not low <= value <= high:
-            raise ValueError(f"{units._quoted(value, False)} is out of range; allowed: {low} to {high}")
+            raise ValueError(f"{units.quoted(value, False)} is out of range; allowed: {low} to {high}")
         return value
     return check
 
@@ -47,28 +47,28 @@ def count(low: int, high: int):
 def _numa(value):
     if isinstance(value, bool) or not isinstance(value, (int, str)) or isinstance(value, str) \
             and value not in NUMA_POLICIES:
-        raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units._shown(value)}")
+        raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units.shown(value)}")
     if isinstance(value, int) and not 0 <= value < 1024:
-        raise ValueError(f"node {units._quoted(value, False)} is out of range; allowed: 0 to 1023")
+        raise ValueError(f"node {units.quoted(value, False)} is out of range; allowed: 0 to 1023")
     return value
 
 
 def choice(options):
     def check(value):
         if value not in options:
-            raise ValueError(f"expected one of {', '.join(map(str, options))}, got {units._shown(value)}")
+            raise ValueError(f"expected one of {', '.join(map(str, options))}, got {units.shown(value)}")
         return value
     return check
 
 
 def _subnet(value):
     if not isinstance(value, str):
-        raise ValueError(f"expected an IPv4 network such as 10.213.7.0/24, got {units._shown(value)}")
+        raise ValueError(f"expected an IPv4 network such as 10.213.7.0/24, got {units.shown(value)}")
     try:
         net = ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        raise ValueError(f"{units._quoted(value)} is not an IPv4 network such as 10.213.7.0/24 "
-                         f"({units._quoted(str(exc), False, 60)})") from None
+        raise ValueError(f"{units.quoted(value)} is not an IPv4 network such as 10.213.7.0/24 "
+                         f"({units.quoted(str(exc), False, 60)})") from None
     if not 8 <= net.prefixlen <= 29:
         raise ValueError(f"/{net.prefixlen} is out of range; allowed: /8 to /29")
     return net
@@ -77,7 +77,7 @@ def _subnet(value):
 def _address(value):
     # the hosts backend reaches a host by this; it must never be more than a name or an address
     if not isinstance(value, str) or not ADDRESS_RE.match(value):
-        raise ValueError(f"expected a host name or IP address, got {units._shown(value)}")
+        raise ValueError(f"expected a host name or IP address, got {units.shown(value)}")
     return value
 
 
@@ -238,7 +238,7 @@ def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None =
     lines = lines or Lines(None)
     if not isinstance(data, dict):
         raise SpecError(f"{where(source, lines.find(()), ())}: expected a mapping of topology fields "
-                        f"(name, vms, switches, ...), got {units._shown(data)}")
+                        f"(name, vms, switches, ...), got {units.shown(data)}")
     topology = validated(Topology, data, source, lines)
     topology._source, topology._lines = source, lines.table()
     problems = check_references(topology)
@@ -413,9 +413,9 @@ def _message(err, model=None) -> str:
         hint = f" (did you mean {close!r}?)" if close else ""
         return f"unknown field{hint}; allowed: {', '.join(_allowed(loc, model))}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"expected a mapping of fields, got {units._shown(err.get('input'))}"
+        return f"expected a mapping of fields, got {units.shown(err.get('input'))}"
     if kind == "list_type":
-        return f"expected a list, got {units._shown(err.get('input'))}"
+        return f"expected a list, got {units.shown(err.get('input'))}"
     if kind == "value_error":
         return str(err["ctx"]["error"])
     if kind == "invalid_key":
