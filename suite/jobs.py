@@ -323,6 +323,11 @@ def sweep_orphans() -> list[str]:
         _remove(path)
         removed.append(f"job {name} of process {owner.get('pid', '?')}, which is gone ({age:.0f} s old"
                        + (f"; ended {len(pids)} process(es))" if pids else ")"))
+    for segments in sorted(SHM.glob("vnetbench-job-*")):
+        # a job's directory goes after its segments' (``_remove``): segments without one are a leak
+        if not (folder / segments.name.removeprefix("vnetbench-job-")).exists() and _mine(segments):
+            shutil.rmtree(segments, ignore_errors=True)
+            removed.append(f"shared-memory directory {segments} of a job that is gone")
     _remove_if_empty(folder)
     for path in sorted(state_root().glob("*-*-*-*")):
         found = _OWNED.fullmatch(path.name)
@@ -333,6 +338,14 @@ def sweep_orphans() -> list[str]:
 
 
 _OWNED = re.compile(r"([a-z]+)-(\d+)-(\d+)-\w+")  # make_dir's names: KIND-PID-START-RANDOM
+
+
+def _mine(path: Path) -> bool:
+    """Made by this user (another user's jobs live under another state root)."""
+    try:
+        return path.lstat().st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def _mtime(path: Path) -> float:

@@ -22,6 +22,9 @@ FLAVOURS = {
     "openmpi4": ("/usr/bin/mpicc.openmpi", "openmpi4"),
     "mpich": ("/usr/bin/mpicc.mpich", "mpich"),
 }
+# flavour -> its launcher
+LAUNCHERS_OF = {"openmpi5": str(Path(sys.executable).parent / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi",
+                "mpich": "/usr/bin/mpiexec.mpich"}
 # what MPI.Get_library_version() starts with on the ranks of each flavour
 LIBRARY = {"openmpi5": "Open MPI v5.", "openmpi4": "Open MPI v4.", "mpich": "MPICH Version:"}
 TINY = {
