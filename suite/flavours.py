@@ -11,18 +11,12 @@ import re
 import subprocess
 
 from .errors import LaunchError, UsageError
+from .registry import Registry
 from .topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
 
 FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
-FLAVOURS: dict[str, type["Launcher"]] = {}
-
-
-def register(name: str):
-    def add(cls):
-        cls.name = name
-        FLAVOURS[name] = cls
-        return cls
-    return add
+_FLAVOURS = Registry("--mpi")
+register = _FLAVOURS.register
 
 
 def intent_from_prrte(args: list[str]) -> Intent:
@@ -82,13 +76,24 @@ class Launcher:
     # the PMI its library speaks when Slurm's srun starts the ranks itself (srun --mpi=NAME); None: none
     pmi: str | None = None
 
+    # how ``--version`` output is this flavour's: VERSION matches it (group 1 the version, "unknown"
+    # when the group is empty), the major version is in MAJORS, and EXCLUDE (a derivative's mark) is absent
+    VERSION = r"(?!)"
+    MAJORS = range(0, 1 << 16)
+    EXCLUDE = None
+
     def __init__(self, path: str, version: str):
         self.path, self.version = path, version
 
     @classmethod
     def matches(cls, text: str) -> str | None:
         """The version, when ``text`` (the launcher's --version output) is this flavour's."""
-        raise NotImplementedError
+        match = re.search(cls.VERSION, text)
+        if match is None or (cls.EXCLUDE and cls.EXCLUDE in text):
+            return None
+        version = match.group(1) or "unknown"
+        major = version.split(".")[0]
+        return version if not major.isdigit() or int(major) in cls.MAJORS else None
 
     def describe(self) -> dict:
         """The record's ``launch.mpi``: what started the ranks."""
@@ -112,10 +117,7 @@ class Launcher:
 class OpenMPI5(Launcher):
     family, runtime, title, pmi = "openmpi", "PRRTE", "Open MPI", "pmix"
 
-    @classmethod
-    def matches(cls, text):
-        match = re.search(r"\((?:Open MPI|PRRTE)\) (\d+\.\S+)", text)
-        return match.group(1) if match and int(match.group(1).split(".")[0]) >= 5 else None
+    VERSION, MAJORS = r"\((?:Open MPI|PRRTE)\) (\d+\.\S+)", range(5, 1 << 16)
 
     def command(self, intent, program, forward=()):
         return [self.path, *prrte_args(intent), *program]
@@ -125,10 +127,7 @@ class OpenMPI5(Launcher):
 class OpenMPI4(Launcher):
     family, runtime, title, pmi = "openmpi", "ORTE", "Open MPI", "pmix"
 
-    @classmethod
-    def matches(cls, text):
-        match = re.search(r"\((?:Open MPI|OpenRTE)\) (\d+\.\S+)", text)
-        return match.group(1) if match and int(match.group(1).split(".")[0]) < 5 else None
+    VERSION, MAJORS = r"\((?:Open MPI|OpenRTE)\) (\d+\.\S+)", range(0, 5)
 
     def command(self, intent, program, forward=()):
         args = ["-n", str(intent.ranks)]
@@ -164,12 +163,7 @@ class OpenMPI4(Launcher):
 class Mpich(Launcher):
     family, runtime, title, pmi = "mpich", "Hydra", "MPICH", "pmi2"
 
-    @classmethod
-    def matches(cls, text):
-        if "HYDRA" not in text or "Intel(R) MPI" in text:
-            return None
-        match = re.search(r"Version:\s+(\S+)", text)
-        return match.group(1) if match else "unknown"
+    VERSION, EXCLUDE = r"HYDRA(?:[\s\S]*?Version:\s+(\S+))?", "Intel(R) MPI"
 
     def command(self, intent, program, forward=()):
         args = ["-n", str(intent.ranks)]
@@ -207,10 +201,7 @@ class Mpich(Launcher):
 class IntelMPI(Mpich):
     family, runtime, title = "mpich", "Hydra", "Intel MPI"
 
-    @classmethod
-    def matches(cls, text):
-        match = re.search(r"Intel\(R\) MPI Library[^,]*, Version (\S+)", text)
-        return match.group(1) if match else None
+    VERSION, EXCLUDE = r"Intel\(R\) MPI Library[^,]*, Version (\S+)", None
 
 
 def _agent_executable(agent: str) -> str:
@@ -282,10 +273,15 @@ def detect(path: str) -> Launcher:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"--mpi: {path} --version failed: {exc}") from None
     text = done.stdout + done.stderr
-    for cls in FLAVOURS.values():
+    for cls in _FLAVOURS.values():
         version = cls.matches(text)
         if version:
             return cls(real, version)
     first = text.strip().splitlines()[0] if text.strip() else "nothing"
     raise UsageError(f"--mpi: {path} is not a launcher vnetbench knows ({path} --version says {first!r}); "
                      f"known: Open MPI 4 and 5, MPICH, Intel MPI")
+
+
+def flavours() -> list[type[Launcher]]:
+    """Every launcher flavour, in the order ``detect`` asks them."""
+    return _FLAVOURS.values()

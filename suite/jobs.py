@@ -2,7 +2,8 @@
 
 A job directory lives under vnetbench's state root (``/run/vnetbench/jobs/RUN_ID`` as root). It
 holds the job's temporary files (``TMPDIR`` of mpirun, its daemons and the ranks, so Open MPI's
-session directories and shared-memory segments go there, not into /tmp or /dev/shm) and one
+session directories go there, not into /tmp; its shared-memory segments go there too when the state
+root is a tmpfs, else into the job's own directory in /dev/shm that ``shm`` links to) and one
 marker per rank: ``ranks/R.json`` when the rank starts (pid, hostname) and ``ranks/R.end`` when
 it ends by itself. Every process of the job inherits ``VNETBENCH_JOB_DIR``, so whatever outlives
 the job (ranks whose mpirun died, daemons inside a VM that lost its network) is found by its
@@ -35,6 +36,11 @@ from .rundir import private_dir as _private_dir
 from .rundir import state_root
 
 ENV = "VNETBENCH_JOB_DIR"
+SHM = Path("/dev/shm")
+# Open MPI 5's sm and 4's vader put their segments (16 MiB each) here; their default, /dev/shm
+# itself, is cleaned only by the job's PMIx server: ranks it never served (singletons, as under
+# Hydra) or a job killed with its daemons leave them there
+SEGMENT_DIRS = ("OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_btl_vader_backing_directory")
 HEALTH_INTERVAL = 0.25  # seconds between two looks at the topology
 
 
@@ -78,6 +84,7 @@ class Job:
                     raise
         (self.path / "tmp").mkdir()
         (self.path / "ranks").mkdir()
+        self.segments = _segment_dir(self.path)
         owner = {"pid": os.getpid(), "start": _start_time(os.getpid()), "run_id": self.run_id, "created": time.time()}
         (self.path / "owner.json").write_text(json.dumps(owner))
         atexit.register(self._end)  # should a signal cut __exit__ short
@@ -86,9 +93,7 @@ class Job:
     def env(self) -> dict[str, str]:
         tmp = str(self.path / "tmp")
         env = {ENV: str(self.path), "TMPDIR": tmp}
-        if _on_tmpfs(self.path):
-            # Open MPI's shared-memory segments, which it would put in /dev/shm
-            env["OMPI_MCA_btl_sm_backing_directory"] = tmp
+        env.update(dict.fromkeys(SEGMENT_DIRS, str(self.segments)))
         return env
 
     def __exit__(self, *exc):
@@ -241,6 +246,28 @@ def _on_tmpfs(path: Path) -> bool:
     return kind == "tmpfs"
 
 
+def _segment_dir(job_dir: Path) -> Path:
+    """Where the job's shared-memory segments go: its tmp on a tmpfs, else a directory of its own in
+    /dev/shm (a disk-backed file would write the ranks' traffic to disk) that ``job_dir/shm`` names."""
+    if _on_tmpfs(job_dir) or not SHM.is_dir():
+        return job_dir / "tmp"
+    segments = SHM / f"vnetbench-job-{job_dir.name}"
+    (job_dir / "shm").symlink_to(segments)  # first, so that whoever removes job_dir finds it
+    segments.mkdir(mode=0o700)
+    return segments
+
+
+def _remove(job_dir: Path) -> None:
+    """The job's directory and its segment directory in /dev/shm."""
+    try:
+        segments = Path(os.readlink(job_dir / "shm"))
+    except OSError:
+        segments = None
+    if segments is not None and segments.parent == SHM and segments.name == f"vnetbench-job-{job_dir.name}":
+        shutil.rmtree(segments, ignore_errors=True)
+    shutil.rmtree(job_dir, ignore_errors=True)
+
+
 def kill_processes(job_dir: Path) -> list[int]:
     """End every process that carries this job's directory in its environment; their pids."""
     wanted = f"{ENV}={job_dir}".encode()
@@ -261,7 +288,7 @@ def kill_processes(job_dir: Path) -> list[int]:
 def end(job_dir: Path) -> None:
     """What is left of a job: its processes, then its directory (and the parents, when empty)."""
     kill_processes(job_dir)
-    shutil.rmtree(job_dir, ignore_errors=True)
+    _remove(job_dir)
     _remove_if_empty(job_dir.parent)
 
 
@@ -293,9 +320,14 @@ def sweep_orphans() -> list[str]:
             continue  # its vnetbench is still running
         age = time.time() - owner.get("created", _mtime(path) or time.time())
         pids = kill_processes(path)
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
         removed.append(f"job {name} of process {owner.get('pid', '?')}, which is gone ({age:.0f} s old"
                        + (f"; ended {len(pids)} process(es))" if pids else ")"))
+    for segments in sorted(SHM.glob("vnetbench-job-*")):
+        # a job's directory goes after its segments' (``_remove``): segments without one are a leak
+        if not (folder / segments.name.removeprefix("vnetbench-job-")).exists() and _mine(segments):
+            shutil.rmtree(segments, ignore_errors=True)
+            removed.append(f"shared-memory directory {segments} of a job that is gone")
     _remove_if_empty(folder)
     for path in sorted(state_root().glob("*-*-*-*")):
         found = _OWNED.fullmatch(path.name)
@@ -306,6 +338,14 @@ def sweep_orphans() -> list[str]:
 
 
 _OWNED = re.compile(r"([a-z]+)-(\d+)-(\d+)-\w+")  # make_dir's names: KIND-PID-START-RANDOM
+
+
+def _mine(path: Path) -> bool:
+    """Made by this user (another user's jobs live under another state root)."""
+    try:
+        return path.lstat().st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def _mtime(path: Path) -> float:

@@ -14,16 +14,15 @@ How to add a backend (say ``slurm``):
    for real, a test in the tier that has what it needs.
 
 A backend imports nothing above ``vnetbench.topologies`` except the leaf modules ``vnetbench.errors``,
-``vnetbench.procs`` and ``vnetbench.rundir``; launcher flavours read its ``Intent``, it never
+``vnetbench.procs``, ``vnetbench.registry`` and ``vnetbench.rundir``; launcher flavours read its ``Intent``, it never
 builds another MPI's argv itself.
 """
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
-from vnetbench.errors import UsageError
+from vnetbench.registry import Registry
 
 from .intent import Intent, prrte_args
 
@@ -34,7 +33,7 @@ MODULES = {
     "hosts": "hosts",
     "slurm": "slurm",
 }
-_CLASSES: dict[str, type["Realised"]] = {}
+_BACKENDS = Registry("backend", attribute="backend", modules=MODULES, package=__package__)
 # the most ranks any backend starts, and what --ranks allows
 MAX_RANKS = 4096
 
@@ -144,23 +143,11 @@ def idle_vms(vms: int, ranks: int) -> str | None:
     return None
 
 
-def register(name: str):
-    """Class decorator: ``cls`` is the backend called ``name`` (which must be listed in MODULES)."""
-    def add(cls):
-        cls.backend = name
-        _CLASSES[name] = cls
-        return cls
-    return add
-
-
-def names() -> tuple[str, ...]:
-    return tuple(MODULES)
+# ``@register("name")`` on a class: the backend called ``name`` (which must be listed in MODULES)
+register = _BACKENDS.register
+names = _BACKENDS.names
 
 
 def backend(name: str, what: str = "backend") -> type[Realised]:
     """The class of the backend called ``name``; UsageError naming the ones available."""
-    if name not in MODULES:
-        raise UsageError(f"{what}: {name!r} is not available in this vnetbench; available: {', '.join(MODULES)}")
-    if name not in _CLASSES:
-        importlib.import_module(f"{__package__}.{MODULES[name]}")
-    return _CLASSES[name]
+    return _BACKENDS.get(name, what)

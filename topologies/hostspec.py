@@ -19,13 +19,13 @@ from . import units
 from .files import read_yaml
 from .hosts import DEFAULT_NAME, DEFAULT_SWITCH, HOST_NAME_RE, MAX_SLOTS, SWITCH_RE, HostEntry, HostsTopology, \
     Ssh, derived_subnet
-from .spec import MAX_SPEC_BYTES, TopologyName, _choice, _count, _Lines, _Spec, _text, report, validated
+from .spec import MAX_SPEC_BYTES, Lines, Spec, TopologyName, choice, count, report, short_text, validated
 
 
 def _pattern(regex, what: str):
     def check(value):
         if not isinstance(value, str) or not regex.match(value):
-            raise ValueError(f"{units._shown(value)} is not {what}")
+            raise ValueError(f"{units.shown(value)} is not {what}")
         return value
     return check
 
@@ -33,7 +33,7 @@ def _pattern(regex, what: str):
 def _exactly(expected: str):
     def check(value):
         if value != expected:
-            raise ValueError(f"expected {expected!r}, got {units._shown(value)}")
+            raise ValueError(f"expected {expected!r}, got {units.shown(value)}")
         return value
     return check
 
@@ -42,53 +42,53 @@ def _network(value):
     try:
         return str(ipaddress.IPv4Network(value, strict=True))
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{units._shown(value)} is not an IPv4 network such as 10.0.0.0/24 ({exc})") from None
+        raise ValueError(f"{units.shown(value)} is not an IPv4 network such as 10.0.0.0/24 ({exc})") from None
 
 
 def _ipv4(value):
     try:
         return str(ipaddress.IPv4Address(value))
     except (ValueError, TypeError):
-        raise ValueError(f"{units._shown(value)} is not an IPv4 address") from None
+        raise ValueError(f"{units.shown(value)} is not an IPv4 address") from None
 
 
 def _absolute(value):
     if not isinstance(value, str) or not os.path.isabs(value):
-        raise ValueError(f"{units._shown(value)} is not an absolute path")
+        raise ValueError(f"{units.shown(value)} is not an absolute path")
     return value
 
 
 HostName = Annotated[str, PlainValidator(_pattern(HOST_NAME_RE, "a host name (letters, digits, '.', '-', '_')"))]
 SwitchName = Annotated[str, PlainValidator(_pattern(SWITCH_RE, "a switch name (letters, digits, '.', '-', '_')"))]
-Text = Annotated[str, PlainValidator(_text)]
+Text = Annotated[str, PlainValidator(short_text)]
 
 
-class SshSpec(_Spec):
+class SshSpec(Spec):
     user: Text | None = None
-    port: Annotated[int, PlainValidator(_count(1, 65535))] = 22
+    port: Annotated[int, PlainValidator(count(1, 65535))] = 22
     identity: Text | None = None
     options: list[Text] = []
 
 
-class HostSpec(_Spec):
+class HostSpec(Spec):
     name: HostName
     address: Annotated[str, PlainValidator(_ipv4)]
     switch: SwitchName = DEFAULT_SWITCH
-    slots: Annotated[int, PlainValidator(_count(1, MAX_SLOTS))] = 1
+    slots: Annotated[int, PlainValidator(count(1, MAX_SLOTS))] = 1
     ssh: SshSpec | None = None
 
 
-class SwitchSpec(_Spec):
+class SwitchSpec(Spec):
     name: SwitchName
 
 
-class HostsSpec(_Spec):
-    version: Annotated[int, PlainValidator(_choice((1,)))] = 1
+class HostsSpec(Spec):
+    version: Annotated[int, PlainValidator(choice((1,)))] = 1
     name: TopologyName = DEFAULT_NAME
     description: Text = ""
     backend: Annotated[str, PlainValidator(_exactly("hosts"))]
     subnet: Annotated[str, PlainValidator(_network)] | None = None
-    placement: Annotated[str, PlainValidator(_choice(units.PLACEMENTS))] = "block"
+    placement: Annotated[str, PlainValidator(choice(units.PLACEMENTS))] = "block"
     switches: list[SwitchSpec | SwitchName] = []
     hosts: list[HostSpec]
     venv: Annotated[str, PlainValidator(_absolute)] | None = None
@@ -137,7 +137,7 @@ def from_dict(data, source: str = "<hosts>", lines=None) -> HostsTopology:
 def load_text(text: str, source: str) -> HostsTopology:
     """A hosts topology file's text (already read within MAX_SPEC_BYTES) -> a validated HostsTopology."""
     data, node = read_yaml(text[:MAX_SPEC_BYTES + 1], source, "a topology file", aliases=False, tree=True)
-    lines = _Lines(node)
+    lines = Lines(node)
     if lines.duplicates:
         loc, line = lines.duplicates[0]
         raise SpecError(f"{source}:{line}: {'.'.join(map(str, loc))}: given twice")

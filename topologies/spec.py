@@ -34,12 +34,12 @@ MAX_SPEC_BYTES = 1 << 20
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}\Z")
 
 
-def _count(low: int, high: int):
+def count(low: int, high: int):
     def check(value):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected a whole number from {low} to {high}, got {units._shown(value)}")
+            raise ValueError(f"expected a whole number from {low} to {high}, got {units.shown(value)}")
         if not low <= value <= high:
-            raise ValueError(f"{units._quoted(value, False)} is out of range; allowed: {low} to {high}")
+            raise ValueError(f"{units.quoted(value, False)} is out of range; allowed: {low} to {high}")
         return value
     return check
 
@@ -47,28 +47,28 @@ def _count(low: int, high: int):
 def _numa(value):
     if isinstance(value, bool) or not isinstance(value, (int, str)) or isinstance(value, str) \
             and value not in NUMA_POLICIES:
-        raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units._shown(value)}")
+        raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units.shown(value)}")
     if isinstance(value, int) and not 0 <= value < 1024:
-        raise ValueError(f"node {units._quoted(value, False)} is out of range; allowed: 0 to 1023")
+        raise ValueError(f"node {units.quoted(value, False)} is out of range; allowed: 0 to 1023")
     return value
 
 
-def _choice(options):
+def choice(options):
     def check(value):
         if value not in options:
-            raise ValueError(f"expected one of {', '.join(map(str, options))}, got {units._shown(value)}")
+            raise ValueError(f"expected one of {', '.join(map(str, options))}, got {units.shown(value)}")
         return value
     return check
 
 
 def _subnet(value):
     if not isinstance(value, str):
-        raise ValueError(f"expected an IPv4 network such as 10.213.7.0/24, got {units._shown(value)}")
+        raise ValueError(f"expected an IPv4 network such as 10.213.7.0/24, got {units.shown(value)}")
     try:
         net = ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        raise ValueError(f"{units._quoted(value)} is not an IPv4 network such as 10.213.7.0/24 "
-                         f"({units._quoted(str(exc), False, 60)})") from None
+        raise ValueError(f"{units.quoted(value)} is not an IPv4 network such as 10.213.7.0/24 "
+                         f"({units.quoted(str(exc), False, 60)})") from None
     if not 8 <= net.prefixlen <= 29:
         raise ValueError(f"/{net.prefixlen} is out of range; allowed: /8 to /29")
     return net
@@ -77,11 +77,11 @@ def _subnet(value):
 def _address(value):
     # the hosts backend reaches a host by this; it must never be more than a name or an address
     if not isinstance(value, str) or not ADDRESS_RE.match(value):
-        raise ValueError(f"expected a host name or IP address, got {units._shown(value)}")
+        raise ValueError(f"expected a host name or IP address, got {units.shown(value)}")
     return value
 
 
-def _text(value):
+def short_text(value):
     if not isinstance(value, str) or len(value) > 500:
         raise ValueError("expected text of at most 500 characters")
     return value
@@ -95,11 +95,11 @@ Delay = Annotated[int, PlainValidator(units.parse_delay), PlainSerializer(units.
 Subnet = Annotated[ipaddress.IPv4Network, PlainValidator(_subnet), PlainSerializer(str)]
 
 
-class _Spec(BaseModel):
+class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Uplink(_Spec):
+class Uplink(Spec):
     """A switch's link to the physical switch: shaped to ``rate`` (bits/s) both ways; ``delay``
     (microseconds) is added in each direction by tc netem (tested for real in the guest tier,
     tests/guest); a kernel without netem refuses the spec."""
@@ -108,14 +108,14 @@ class Uplink(_Spec):
     delay: Delay | None = None
 
 
-class Switch(_Spec):
+class Switch(Spec):
     name: Name
     uplink: Uplink | None = None
 
 
-class VM(_Spec):
+class VM(Spec):
     name: Name
-    vcpus: Annotated[int, PlainValidator(_count(1, 1024))]
+    vcpus: Annotated[int, PlainValidator(count(1, 1024))]
     memory: Size
     numa: Annotated[int | str, PlainValidator(_numa)] = "packed"
     memory_policy: Literal["local", "remote", "interleave"] | None = None
@@ -123,31 +123,31 @@ class VM(_Spec):
     host: Name | None = None
 
 
-class Host(_Spec):
+class Host(Spec):
     name: Name
     address: Annotated[str, PlainValidator(_address)] | None = None
-    cpus: Annotated[int, PlainValidator(_count(1, 65536))] | None = None
+    cpus: Annotated[int, PlainValidator(count(1, 65536))] | None = None
     memory: Size | None = None
 
 
-class ScaleFrom(_Spec):
+class ScaleFrom(Spec):
     """The host a spec's sizes were written for; they are scaled to the host they run on."""
 
-    cpus: Annotated[int, PlainValidator(_count(1, 65536))]
+    cpus: Annotated[int, PlainValidator(count(1, 65536))]
     memory: Size
 
 
-class Topology(_Spec):
+class Topology(Spec):
     """A validated topology. Sizes are those actually used on this host (after ``scale_from``)."""
 
-    version: Annotated[int, PlainValidator(_choice((1,)))] = 1
+    version: Annotated[int, PlainValidator(choice((1,)))] = 1
     name: TopologyName
-    description: Annotated[str, PlainValidator(_text)] = ""
-    backend: Annotated[str, PlainValidator(_choice(BACKENDS))]
+    description: Annotated[str, PlainValidator(short_text)] = ""
+    backend: Annotated[str, PlainValidator(choice(BACKENDS))]
     hosts: list[Host] = []
     switches: list[Switch] = []
     vms: list[VM] = []
-    placement: Annotated[str, PlainValidator(_choice(PLACEMENTS))] = "block"
+    placement: Annotated[str, PlainValidator(choice(PLACEMENTS))] = "block"
     subnet: Subnet | None = None
     scale_from: ScaleFrom | None = None
 
@@ -197,7 +197,7 @@ class Topology(_Spec):
         line, part = None, tuple(loc)
         while line is None and part:
             line, part = self._lines.get(part), part[:-1]
-        return _where(self._source, line, loc)
+        return where(self._source, line, loc)
 
 
 # ---- loading ------------------------------------------------------------------------------
@@ -227,19 +227,19 @@ def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topolo
 def load_file(path: Path, host: HostFacts | None = None) -> Topology:
     text = read_text(path, str(path), "a topology spec", MAX_SPEC_BYTES)
     data, node = read_yaml(text, str(path), "a topology file", aliases=False, tree=True)
-    lines = _Lines(node)
+    lines = Lines(node)
     if lines.duplicates:
         loc, line = lines.duplicates[0]
-        raise SpecError(f"{_where(str(path), line, loc)}: given twice")
+        raise SpecError(f"{where(str(path), line, loc)}: given twice")
     return from_dict(data, source=str(path), lines=lines, host=host)
 
 
 def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None = None) -> Topology:
     """Validate ``data`` (as YAML gives it); SpecError listing every problem, each located."""
-    lines = lines or _Lines(None)
+    lines = lines or Lines(None)
     if not isinstance(data, dict):
-        raise SpecError(f"{_where(source, lines.find(()), ())}: expected a mapping of topology fields "
-                        f"(name, vms, switches, ...), got {units._shown(data)}")
+        raise SpecError(f"{where(source, lines.find(()), ())}: expected a mapping of topology fields "
+                        f"(name, vms, switches, ...), got {units.shown(data)}")
     topology = validated(Topology, data, source, lines)
     topology._source, topology._lines = source, lines.table()
     problems = check_references(topology)
@@ -365,7 +365,7 @@ def _scale(t: Topology, host: HostFacts) -> Topology:
 def validated(model: type[BaseModel], data, source: str, lines=None):
     """``model`` made from ``data``, or SpecError listing every problem as FILE:LINE: field: what.
     Every spec model (this module's Topology, the hosts backend's) is validated here."""
-    lines = lines or _Lines(None)
+    lines = lines or Lines(None)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -380,7 +380,7 @@ def validated(model: type[BaseModel], data, source: str, lines=None):
 
 def report(source: str, lines, problems: list[tuple[tuple, str]]) -> str:
     """Problems found after validation ((field path, what)) located as the model's own are."""
-    return _report(source, lines or _Lines(None), problems)
+    return _report(source, lines or Lines(None), problems)
 
 
 def _model_at(model: type[BaseModel], path: tuple) -> type[BaseModel] | None:
@@ -414,9 +414,9 @@ def _message(err, model=None) -> str:
         hint = f" (did you mean {close!r}?)" if close else ""
         return f"unknown field{hint}; allowed: {', '.join(_allowed(loc, model))}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"expected a mapping of fields, got {units._shown(err.get('input'))}"
+        return f"expected a mapping of fields, got {units.shown(err.get('input'))}"
     if kind == "list_type":
-        return f"expected a list, got {units._shown(err.get('input'))}"
+        return f"expected a list, got {units.shown(err.get('input'))}"
     if kind == "value_error":
         return str(err["ctx"]["error"])
     if kind == "invalid_key":
@@ -443,20 +443,20 @@ def _path(loc) -> str:
     return text
 
 
-def _where(source: str, line: int | None, loc) -> str:
+def where(source: str, line: int | None, loc) -> str:
     place = f"{source}:{line}" if line else source
     return f"{place}: {_path(loc)}" if loc else place
 
 
 def _report(source: str, lines, problems) -> str:
     located = sorted(((lines.find(loc) or 0, loc, msg) for loc, msg in problems), key=lambda p: p[0])
-    shown = [f"{_where(source, line, loc)}: {msg}" for line, loc, msg in located[:10]]
+    shown = [f"{where(source, line, loc)}: {msg}" for line, loc, msg in located[:10]]
     if len(problems) > 10:
         shown.append(f"... and {len(problems) - 10} more")
     return "\n".join(shown)
 
 
-class _Lines:
+class Lines:
     """Line numbers of the fields of a YAML document, from the composed node tree."""
 
     def __init__(self, node):

@@ -35,9 +35,9 @@ MAX_DELAY_US = 10_000_000
 
 def check_name(value, pattern=NAME_RE, longest: int = 24) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"expected a name (text), got {_shown(value)}")
+        raise ValueError(f"expected a name (text), got {shown(value)}")
     if not pattern.match(value):
-        raise ValueError(f"{_quoted(value)} is not a valid name: use 1 to {longest} lower-case letters, digits "
+        raise ValueError(f"{quoted(value)} is not a valid name: use 1 to {longest} lower-case letters, digits "
                          f"and '-', starting and ending with a letter or digit")
     return value
 
@@ -45,18 +45,18 @@ def check_name(value, pattern=NAME_RE, longest: int = 24) -> str:
 def parse_size(value) -> int:
     """'12GB', '512MiB', '6g' -> bytes (K, M, G, T are powers of 1024, as for VM memory)."""
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"expected a size with a unit such as 6GB or 512MB, got {_shown(value)}")
+        raise ValueError(f"expected a size with a unit such as 6GB or 512MB, got {shown(value)}")
     match = _SIZE_RE.match(value)
     if not match or (match.group(3) and not match.group(2) and match.group(3).lower() == "i"):
-        raise ValueError(f"{_quoted(value)} is not a size; expected a number and a unit such as 6GB or 512MB")
+        raise ValueError(f"{quoted(value)} is not a size; expected a number and a unit such as 6GB or 512MB")
     number, unit = float(match.group(1)), match.group(2).lower()
     if not unit:
-        raise ValueError(f"{_quoted(value)} has no unit; expected a size such as 6GB or 512MB")
+        raise ValueError(f"{quoted(value)} has no unit; expected a size such as 6GB or 512MB")
     size = number * _SIZE_UNITS[unit]
     if size < MIN_MEMORY:
         raise ValueError(f"{value} is too small; allowed: at least 64MB")
     if size > MAX_MEMORY:  # also what a number of 400 digits becomes: infinity
-        raise ValueError(f"{_quoted(value, False)} is out of range; allowed: 64MB to 1024TB")
+        raise ValueError(f"{quoted(value, False)} is out of range; allowed: 64MB to 1024TB")
     return int(size)
 
 
@@ -79,14 +79,14 @@ def human_size(size: int) -> str:
 def parse_rate(value) -> int:
     """'1gbit', '100mbit', '125MBps' -> bits per second (tc's units)."""
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"expected a rate such as 1gbit or 100mbit, got {_shown(value)}")
+        raise ValueError(f"expected a rate such as 1gbit or 100mbit, got {shown(value)}")
     match = _RATE_RE.match(value)
     if not match:
-        raise ValueError(f"{_quoted(value)} is not a rate; expected a number and a unit such as 1gbit or 100mbit")
+        raise ValueError(f"{quoted(value)} is not a rate; expected a number and a unit such as 1gbit or 100mbit")
     number, prefix, base = float(match.group(1)), match.group(2).lower(), match.group(3).lower()
     rate = number * _RATE_SCALE[prefix] * (8 if base == "bps" else 1)
     if not MIN_RATE <= rate <= MAX_RATE:
-        raise ValueError(f"{_quoted(value, False)} is out of range; allowed: 100kbit to 100gbit")
+        raise ValueError(f"{quoted(value, False)} is out of range; allowed: 100kbit to 100gbit")
     return int(rate)
 
 
@@ -100,13 +100,13 @@ def format_rate(rate: int) -> str:
 def parse_delay(value) -> int:
     """'10ms', '250us', '0.5s' -> microseconds."""
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"expected a delay such as 1ms or 200us, got {_shown(value)}")
+        raise ValueError(f"expected a delay such as 1ms or 200us, got {shown(value)}")
     match = _DELAY_RE.match(value)
     if not match:
-        raise ValueError(f"{_quoted(value)} is not a delay; expected a number and us, ms or s, such as 1ms")
+        raise ValueError(f"{quoted(value)} is not a delay; expected a number and us, ms or s, such as 1ms")
     delay = float(match.group(1)) * _DELAY_SCALE[match.group(2).lower()]
     if not delay <= MAX_DELAY_US or round(delay) < 1:  # in that order: round(infinity) raises
-        raise ValueError(f"{_quoted(value, False)} is out of range; allowed: 1us to 10s")
+        raise ValueError(f"{quoted(value, False)} is out of range; allowed: 1us to 10s")
     return int(round(delay))
 
 
@@ -116,21 +116,21 @@ def format_delay(delay_us: int) -> str:
     return f"{delay_us}us"
 
 
-def _shown(value) -> str:
+def shown(value) -> str:
     if value is None:
         return "nothing"
     if isinstance(value, bool):
         return "true/false"
     if isinstance(value, (int, float)):
-        return f"the number {_quoted(value, False)}"
+        return f"the number {quoted(value, False)}"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return _quoted(value)
+    return quoted(value)
 
 
-def _quoted(value, quote: bool = True, longest: int = 40) -> str:
+def quoted(value, quote: bool = True, longest: int = 40) -> str:
     """``value`` for a one-line message: repr (control characters escaped), cut short when long."""
     text = repr(value) if quote else str(value)
     if len(text) <= longest:

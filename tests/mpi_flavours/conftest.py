@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import mpi_venvs
+from harness import hoststate, mpi_venvs
 
 HERE = Path(__file__).parent
 # flavour -> (its mpicc, how vnetbench names its launcher's flavour)
@@ -22,6 +22,9 @@ FLAVOURS = {
     "openmpi4": ("/usr/bin/mpicc.openmpi", "openmpi4"),
     "mpich": ("/usr/bin/mpicc.mpich", "mpich"),
 }
+# flavour -> its launcher
+LAUNCHERS_OF = {"openmpi5": str(Path(sys.executable).parent / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi",
+                "mpich": "/usr/bin/mpiexec.mpich"}
 # what MPI.Get_library_version() starts with on the ranks of each flavour
 LIBRARY = {"openmpi5": "Open MPI v5.", "openmpi4": "Open MPI v4.", "mpich": "MPICH Version:"}
 TINY = {
@@ -31,6 +34,13 @@ TINY = {
                  "--validate"],
     "allreduce": ["--max-size", "4096", "--iterations", "10", "--large-iterations", "3"],
 }
+
+
+@pytest.fixture(autouse=True)
+def shm_unchanged():
+    """Every test leaves /dev/shm as it found it (an Open MPI segment nobody removes is 16 MiB lost)."""
+    with hoststate.shm_unchanged():
+        yield
 
 
 @pytest.fixture(scope="session", params=list(FLAVOURS))

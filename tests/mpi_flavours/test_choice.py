@@ -10,8 +10,7 @@ import pytest
 from vnetbench import flavours, linkage, mpiselect
 
 from .conftest import FLAVOURS, TINY, cli
-
-LAUNCHERS = {"openmpi4": "/usr/bin/mpirun.openmpi", "mpich": "/usr/bin/mpiexec.mpich"}
+from .conftest import LAUNCHERS_OF as LAUNCHERS
 
 
 @pytest.mark.parametrize("name", ["openmpi4", "mpich"])

@@ -16,7 +16,7 @@ from vnetbench.topologies.spec import BACKENDS, load_topology
 
 SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 ROOT = Path(__file__).resolve().parents[2]
-LEAVES = {"errors", "procs", "rundir"}  # vnetbench modules below every layer
+LEAVES = {"errors", "procs", "registry", "rundir"}  # vnetbench modules below every layer
 
 
 @pytest.mark.parametrize("name", base.names())
