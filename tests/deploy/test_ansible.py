@@ -95,14 +95,8 @@ def test_a_second_deploy_changes_nothing(cluster):
 def test_site_sets_up_ssh_writes_the_hostfile_runs_a_sweep_and_fetches_it(cluster):
     hosts = cluster.hosts
     started = time.monotonic()
-    missing = sweep_cannot_read_hosts_topologies(cluster)
-    if missing:
-        # everything up to the sweep still runs for real; the sweep itself needs the integration lines
-        for playbook in ("ssh.yml", "configure.yml"):
-            played_ok(cluster.ansible.play(playbook), playbook)
-    else:
-        played_ok(cluster.ansible.play("site.yml"), "site.yml")
-    cluster.timings["site" if not missing else "ssh and configure"] = time.monotonic() - started
+    played_ok(cluster.ansible.play("site.yml"), "site.yml")
+    cluster.timings["site"] = time.monotonic() - started
 
     # passwordless SSH from host to host, with the key and known_hosts the ssh playbook made
     proc = subprocess.run(hosts.ssh_argv(hosts["h0"], "ssh", "-o", "BatchMode=yes", hosts["h2"].address, "hostname"),
@@ -119,8 +113,6 @@ def test_site_sets_up_ssh_writes_the_hostfile_runs_a_sweep_and_fetches_it(cluste
                [("h1", hosts["h1"].address, "sw1", 1), ("h2", hosts["h2"].address, "sw2", 1)]
         assert written.subnet == from_inventory.subnet == str(hosts.network)
         assert written.venv == cluster.settings["vnetbench_venv"]
-    if missing:
-        pytest.skip(missing)
 
     # the sweep ran on h0, its ranks on h1 and h2, and its store came back to the controller
     (record,) = Store(cluster.hosts.dir / "fetched" / "h0" / "results.jsonl").read()
@@ -143,9 +135,6 @@ def test_hosts_check_passes_on_the_deployed_hosts(cluster):
 
 
 def test_a_sweep_over_its_time_limit_fails_clearly_and_leaves_nothing_running(cluster):
-    missing = sweep_cannot_read_hosts_topologies(cluster)
-    if missing:
-        pytest.skip(missing)
     played = cluster.ansible.play("sweep.yml", "-e", "vnetbench_sweep_timeout=2",
                                   "-e", json_arg({"vnetbench_sweep_kernel_args": ["--max-size", "1048576",
                                                                                   "--iterations", "100000"]}))
@@ -194,21 +183,6 @@ def test_an_unreachable_host_fails_the_deploy_and_is_named(cluster):
 
 def test_report_timings(cluster):
     print("deploy-tier Ansible timings:", {k: f"{v:.1f} s" for k, v in cluster.timings.items()})
-
-
-def sweep_cannot_read_hosts_topologies(cluster) -> str | None:
-    """Why the deployed vnetbench cannot sweep a hosts topology file yet, or None when it can."""
-    probe_file = cluster.hosts.dir / "probe-topology.yml"
-    probe_file.write_text(yaml.safe_dump(load_hosts(inventory=cluster.inventory).to_dict()))
-    probe = ("import sys; from vnetbench import topologies; "
-             "assert 'hosts' in topologies.BACKENDS, 'topologies.BACKENDS has no hosts entry'; "
-             "topologies.load(sys.argv[1])")
-    proc = subprocess.run([f"{cluster.settings['vnetbench_venv']}/bin/python", "-c", probe, str(probe_file)],
-                          capture_output=True, text=True, timeout=60)
-    if proc.returncode == 0:
-        return None
-    return ("vnetbench sweep cannot read a hosts topology file yet (the integration lines for topologies/spec.py "
-            f"and topologies.BACKENDS are not applied): {proc.stderr.strip().splitlines()[-1]}")
 
 
 def json_arg(value: dict) -> str:
