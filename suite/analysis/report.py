@@ -131,6 +131,7 @@ def _header_lines(context: dict) -> list[str]:
                      f"{context.get('not_ok', 0)} not ok (not measured), baseline {context.get('baseline')}")
     lines += [f"no passing run: {item}" for item in context.get("unmeasured", [])]
     lines += [f"metrics not numbers (left out): {item}" for item in context.get("not_numbers", [])]
+    lines += [f"VMs not confined by cgroups: {item}" for item in context.get("unconfined", [])]
     return lines
 
 

@@ -100,14 +100,24 @@ class Study:
     def __init__(self):
         self.groups: dict[tuple, _Group] = {}
         self.statuses: dict[ConfigKey, dict[str, int]] = {}  # every configuration's runs by status
+        self.loose: dict[str, set[str]] = {}  # topology -> what did not confine its VMs (see unconfined)
 
     def unmeasured(self) -> list[str]:
         """Configurations that ran but never passed (so no cell shows them), as 'halo x4 on native: 2 timeout'."""
         return [f"{describe_key(key)}: {', '.join(f'{n} {s}' for s, n in sorted(seen.items()))}"
                 for key, seen in self.statuses.items() if "ok" not in seen]
 
+    def unconfined(self) -> list[str]:
+        """Topologies whose VMs were not confined by cgroups in some passing run, as
+        '2vm-1vswitch: vCPUs held by cpu affinity only; memory not limited' (a table cannot show it)."""
+        return [f"{topology}: {'; '.join(sorted(what))}" for topology, what in self.loose.items()]
+
     def add(self, record: dict) -> None:
         kernel, params, options = record["kernel"], canonical(record["params"]), canonical(run_options_of(record))
+        if record["status"] == "ok":
+            loose = looseness(record)
+            if loose:
+                self.loose.setdefault(topology_name(record), set()).update(loose)
         group = self.groups.get((kernel, params, options))
         if group is None:
             group = self.groups[(kernel, params, options)] = _Group(kernel, record["params"], run_options_of(record))
@@ -265,6 +275,22 @@ def oversubscription(record: dict) -> str | None:
         cores = notes.get("cores")
         return f"{record['ranks']} ranks on {cores} cores" if isinstance(cores, int) else "ranks oversubscribed"
     return None
+
+
+def looseness(record: dict) -> list[str]:
+    """What the netns backend could not confine a record's VMs with (its launch notes say what held
+    the vCPUs and the memory: cgroups.enforcement); empty for confined VMs and for other backends."""
+    launch = record.get("launch")
+    notes = launch.get("notes") if isinstance(launch, dict) else None
+    if not isinstance(notes, dict):
+        return []
+    out = []
+    vcpus, memory = notes.get("vcpus_enforced_by"), notes.get("memory_limited_by")
+    if isinstance(vcpus, str) and "cpuset" not in vcpus:
+        out.append(f"vCPUs held by {vcpus} only")
+    if memory == "none":
+        out.append("memory not limited")
+    return out
 
 
 def _overheads(row: Row, reference: Row | None, metric: Metric) -> None:

@@ -78,7 +78,8 @@ def handle(args) -> int:
     context = {"store": str(loaded.path), "baseline": args.baseline, "records": loaded.count,
                "not_ok": loaded.not_ok,
                "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped],
-               "unmeasured": read.study.unmeasured(), "not_numbers": read.not_numbers,
+               "unmeasured": read.study.unmeasured(), "unconfined": read.study.unconfined(),
+               "not_numbers": read.not_numbers,
                "breakdowns": read.breakdowns.rows()}
     print(report.render_study(tables, args.format, **context))
     if args.plot:
