@@ -104,9 +104,11 @@ def submit(topology, request: dict, ranks: int, work: Path, extra: list[str] | N
     (work / "job.sh").write_text(script(request_path, work))
     # --distribution=cyclic: with more ranks than nodes, the allocation's CPUs and the ranks go round-robin over
     # the nodes (rank i on node i mod N), the placement the backend states and each rank checks.
-    # --no-requeue: a job whose node failed ends NODE_FAIL (a failed record) instead of running again later
+    # --no-requeue: a job whose node failed ends NODE_FAIL (a failed record) instead of running again later.
+    # --exclusive: a benchmark shares its nodes with no other job, its own sweep's included (a sweep submits
+    # every run at once, and Slurm would otherwise run two of them on the same nodes, each measuring the other)
     argv = ["sbatch", "--parsable", f"--job-name=vnetbench-{request['kernel']}", f"--ntasks={ranks}",
-            "--distribution=cyclic", "--no-requeue",
+            "--distribution=cyclic", "--no-requeue", "--exclusive",
             f"--output={work / 'job.out'}", f"--chdir={work}", *topology.sbatch_options(), *placing,
             *(extra or []), str(work / "job.sh")]
     return slurm.slurm_cmd(*argv).strip().split(";")[0]
