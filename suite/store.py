@@ -66,9 +66,12 @@ class Store:
         created = []
         try:
             created = _make_parents(target)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            # a probe beside the store, not the store itself: a concurrent writer may create and open the
+            # store meanwhile, and must neither meet "exists" here nor have its file unlinked under it
+            probe = target.with_name(f".{target.name}.probe-{os.getpid()}")
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             os.close(fd)
-            target.unlink()
+            probe.unlink()
         except OSError as exc:
             raise UsageError(f"--store: cannot create {target}: {exc.strerror}") from None
         finally:
