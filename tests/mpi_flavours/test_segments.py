@@ -14,9 +14,11 @@ from vnetbench.mpi import run_env
 
 from .conftest import LAUNCHERS_OF
 
-PROGRAM = ("from mpi4py import MPI; import os; MPI.COMM_WORLD.Barrier(); "
-           "d = os.environ['{var}']; print(MPI.COMM_WORLD.rank, sorted(os.listdir(d)), flush=True); "
-           "MPI.COMM_WORLD.Barrier()")
+# Each rank lists the directory while both ranks hold their segments; rank 0 alone prints, one line a rank:
+# two ranks printing at once can share a line under Open MPI 4's output forwarding (CI saw "10 [...]").
+PROGRAM = ("from mpi4py import MPI; import os; comm = MPI.COMM_WORLD; comm.Barrier(); "
+           "seen = comm.gather(sorted(os.listdir(os.environ['{var}']))); comm.Barrier(); "
+           "[print(rank, names, flush=True) for rank, names in enumerate(seen or [])]")
 
 
 @pytest.mark.timeout(180)
