@@ -1,5 +1,6 @@
 """Running one kernel configuration on a topology, repetition by repetition, into the store."""
 
+import importlib
 import shlex
 import sys
 from collections.abc import Callable
@@ -50,11 +51,11 @@ def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, *, topol
                        launcher)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
     check_vm_policies(topo, rank_options)
-    if topo.backend == "slurm" and not _in_allocation():
-        from . import slurmjobs  # outside an allocation: a batch job runs it
-
-        return slurmjobs.run(topo, kernel, params, ranks, repeat=repeat, timeout=timeout, bind=bind,
-                             rank_options=rank_options, mpi=mpi, store=store, on_record=on_record)
+    batch = topologies.backend(topo.backend).batch(topo)
+    if batch:  # a scheduler's batch job runs it (slurm outside an allocation)
+        return importlib.import_module(batch).run(topo, kernel, params, ranks, repeat=repeat, timeout=timeout,
+                                                  bind=bind, rank_options=rank_options, mpi=mpi, store=store,
+                                                  on_record=on_record)
     with topologies.realise(topo) as up:
         return _repeat(up, kernel, params, ranks, repeat, store, timeout, bind, on_record, rank_options, launcher)
 
@@ -193,8 +194,3 @@ def _network_failure(vms: list[str], spec) -> dict:
     ranks = [rank for rank, label in enumerate(labels) if label.get("vm") in vms]
     return {"cause": "network", "vms": vms, "ranks": ranks}
 
-
-def _in_allocation() -> bool:
-    from .topologies.slurm import in_allocation
-
-    return in_allocation()

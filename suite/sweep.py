@@ -7,6 +7,7 @@ interrupt propagates: finished runs are already stored, the run in flight leaves
 and ``--resume`` later runs exactly what is missing.
 """
 
+import importlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -123,10 +124,10 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
         try:
             topo = topologies.load(name)
             backend = topologies.backend(topo.backend)
-            if topo.backend == "slurm":  # srun the site cannot do for this MPI: refused before anything starts
-                from .topologies import slurm
-
-                slurm.step_launcher(topo.launcher, result.launcher)
+            backend.check_launcher(topo, result.launcher)  # e.g. srun without the MPI's PMI: before anything starts
+            if app is not None and backend.batch(topo):
+                raise UsageError(f"--app: applications are not submitted as {topo.backend} batch jobs; sweep them "
+                                 f"inside an allocation (salloc), where the allocation's nodes are used")
         except UsageError as exc:
             if not optional_topologies:
                 raise UsageError(f"--topologies: {name}: {exc}") from None
@@ -195,14 +196,17 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
     left alone, and the runs left on it fail, saying why.
     """
     records = []
-    submitted = [job for job in plan.jobs if plan.topologies[job.topology].backend == "slurm"]
-    if submitted and not _in_allocation():
-        from . import slurmjobs  # batch jobs, all submitted at once, waited for together
-
-        records += slurmjobs.sweep(plan, submitted, store, on_start=on_start, on_finish=on_finish, say=say)
-    else:
-        submitted = []
-    for name, jobs in groupby([job for job in plan.jobs if job not in submitted], key=lambda job: job.topology):
+    batches = {}  # runtime module -> its jobs: batch jobs, all submitted at once, waited for together
+    for job in plan.jobs:
+        topo = plan.topologies[job.topology]
+        batch = topologies.backend(topo.backend).batch(topo)
+        if batch:
+            batches.setdefault(batch, []).append(job)
+    for batch, submitted in batches.items():
+        records += importlib.import_module(batch).sweep(plan, submitted, store, on_start=on_start,
+                                                        on_finish=on_finish, say=say)
+    submitted = {id(job) for jobs in batches.values() for job in jobs}
+    for name, jobs in groupby([job for job in plan.jobs if id(job) not in submitted], key=lambda job: job.topology):
         jobs = list(jobs)
         realised, specs = None, {}
         try:
@@ -235,11 +239,6 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
                 realised.close()
     return records
 
-
-def _in_allocation() -> bool:
-    from .topologies.slurm import in_allocation
-
-    return in_allocation()
 
 
 def _run(plan: Plan, up, specs: dict, job: Job) -> dict:

@@ -104,6 +104,28 @@ class Realised(ABC):
         """Why ``ranks`` ranks make no sense on ``topology`` (known before bring-up), or None."""
         return None
 
+    @classmethod
+    def check_launcher(cls, topology, launcher) -> None:
+        """Raise UsageError when ranks of ``launcher`` (a flavours.Launcher) cannot be started on
+        ``topology`` (a scheduler whose srun lacks the MPI's PMI); nothing is started."""
+
+    @classmethod
+    def batch(cls, topology) -> str | None:
+        """The runtime module (``vnetbench.NAME``, with ``run`` and ``sweep``) that submits runs on
+        ``topology`` as a scheduler's batch jobs instead of bringing it up in this process, or None.
+        Named, not imported: a backend does not import the runtime."""
+        return None
+
+    @classmethod
+    def preview(cls, topology) -> dict:
+        """What ``topology show --json`` adds to the spec: the topology as this host would realise it."""
+        return {}
+
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        """``topology show``'s text below its title: lines (str) and tables ((headers, rows))."""
+        return [f"backend {cls.backend}"]
+
     # ---- once up -------------------------------------------------------------------------
 
     @property

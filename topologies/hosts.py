@@ -262,6 +262,12 @@ class HostsRealised(Realised):
         # a spec topology's VMs are hosts, each to get a rank; an inventory's hosts fill slot by slot
         return None if isinstance(topology, HostsTopology) else idle_vms(len(topology.vms), ranks)
 
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        return [f"backend hosts, placement {topology.placement}, subnet {topology.subnet}, "
+                f"{topology.slots} slot(s) on {len(topology.hosts)} host(s)", "",
+                (["HOST", "ADDRESS", "SWITCH", "SLOTS"], [[h.name, h.address, h.switch, h.slots] for h in topology.hosts])]
+
     def __init__(self, topology, *, check_reachable: bool = True):
         topology = from_spec(topology)
         super().__init__(topology)

@@ -57,6 +57,10 @@ class NativeTopology:
 @register("local")
 class LocalRealised(Realised):
     @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        return ["backend local: ranks run on this host under mpirun, no VMs"]
+
+    @classmethod
     def planned_bind(cls, topology, ranks: int, bind: str | None) -> str | None:
         return binding(ranks, usable_cpus(), bind)[1]["bind"]
 

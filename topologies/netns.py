@@ -23,6 +23,7 @@ from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
 from . import cgroups, linux, plan, state
 from .base import LaunchSpec, Realised, idle_vms, register
 from .host import HostFacts, detect, format_cpulist
+from .units import format_rate, human_size
 
 
 @register("netns")
@@ -37,6 +38,14 @@ class NetnsRealised(Realised):
     @classmethod
     def cannot_place(cls, topology, ranks: int) -> str | None:
         return idle_vms(len(topology.vms), ranks)
+
+    @classmethod
+    def preview(cls, topology) -> dict:
+        return {"plan": preview(topology), **({"scaled": topology.scaled} if topology.scaled else {})}
+
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        return show(topology, preview)
 
     def __init__(self, topology):
         super().__init__(topology)
@@ -190,6 +199,37 @@ def preview(topology, host: HostFacts | None = None) -> dict:
         "up": current is not None,
         "enforced_by": _enforcement(current) if current else cgroups.enforcement(*cgroups.plan({"vm": "vm"})),
     }
+
+
+def show(topology, shown: dict) -> list:
+    """``topology show``'s lines and tables for ``preview``'s plan (and the scaling, when scaled)."""
+    planned, scaled = shown["plan"], shown.get("scaled")
+    host = planned["host"]
+    lines = [f"backend {topology.backend}, id {planned['id']}, placement {topology.placement}, "
+             f"subnet {planned['subnet'] or 'chosen when it comes up'}" + (" (up)" if planned["up"] else "")]
+    nodes = ", ".join(f"node {n}: cpus {format_cpulist(c)}" for n, c in host["numa_nodes"].items())
+    lines.append(f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}")
+    enforced = planned["enforced_by"]
+    lines.append(f"vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
+    if scaled:
+        lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
+                     f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")
+    rows = []
+    for vm, where in zip(topology.vms, planned["vms"]):
+        asked = scaled["vms"].get(vm.name) if scaled else None
+        vcpus = f"{vm.vcpus}" + (f" (of {asked[0]})" if asked else "")
+        memory = human_size(vm.memory) + (f" (of {human_size(asked[1])})" if asked else "")
+        rows.append([vm.name, vcpus, memory, vm.numa, format_cpulist(where["cpus"]),
+                     format_cpulist(where["numa_nodes"]), vm.switch, f"{topology.name}-{vm.name}"])
+    switches = []
+    for sw in topology.switches:
+        if sw.uplink is None:
+            switches.append([sw.name, "-", "-"])
+        else:
+            delay = f"{sw.uplink.delay} us" if sw.uplink.delay else "-"
+            switches.append([sw.name, f"{format_rate(sw.uplink.rate)} (tc tbf, both ways)", delay])
+    return [*lines, "", (["VM", "VCPUS", "MEMORY", "NUMA", "CPUS", "NODES", "SWITCH", "HOSTNAME"], rows), "",
+            (["SWITCH", "UPLINK TO THE PHYSICAL SWITCH", "DELAY"], switches)]
 
 
 # ---- up ---------------------------------------------------------------------------------

@@ -375,6 +375,23 @@ class SlurmRealised(Realised):
     """Inside an allocation: its nodes; ranks started by srun with the MPI's PMI, or by the MPI's own launcher
     through its Slurm support (the topology's ``launcher``)."""
 
+    @classmethod
+    def check_launcher(cls, topology, launcher) -> None:
+        step_launcher(topology.launcher, launcher)
+
+    @classmethod
+    def batch(cls, topology) -> str | None:
+        # inside an allocation its nodes are used at once; outside, batch jobs run what was asked
+        return None if in_allocation() else "vnetbench.slurmjobs"
+
+    @classmethod
+    def preview(cls, topology) -> dict:
+        return {"slurm": preview(topology)}
+
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        return preview_lines(preview["slurm"])
+
     def __init__(self, topology):
         super().__init__(topology)
         if not in_allocation():
@@ -441,16 +458,13 @@ def preview(topology: SlurmTopology) -> dict:
                                                    "sbatch": placing, "refused": why}}
 
 
-def preview_lines(shown: dict) -> list[str]:
-    """``preview`` as the lines of ``topology show``."""
+def preview_lines(shown: dict) -> list:
+    """``preview`` as the lines (and the node table) of ``topology show``."""
     layout = shown["layout"]
     lines = [f"backend slurm ({shown['version']}), partition {shown['partition']}: {len(shown['nodes'])} node(s), "
              f"{len(shown['switches'])} leaf switch(es)"]
-    width = max([len(n["name"]) for n in shown["nodes"]] + [4])
-    lines.append(f"{'NODE':<{width}}  {'SWITCH':<14}  {'STATE':<10}  CPUS  ADDRESS")
-    for node in shown["nodes"]:
-        lines.append(f"{node['name']:<{width}}  {node['switch'] or '-':<14}  {node['state']:<10}  "
-                     f"{node['cpus']:<4}  {node['address']}")
+    lines.append((["NODE", "SWITCH", "STATE", "CPUS", "ADDRESS"],
+                  [[n["name"], n["switch"] or "-", n["state"], n["cpus"], n["address"]] for n in shown["nodes"]]))
     for leaf, members in shown["switches"].items():
         lines.append(f"switch {leaf}: {', '.join(members)}")
     asked = f"{layout['nodes']} node(s)" + (f" on {layout['switches']} switch(es)" if layout["switches"] else "")

@@ -9,6 +9,7 @@ fetch   records in a file on the hosts (a store, or --record files), appended to
 import json
 import sys
 
+from vnetbench.analysis.render import columns
 from vnetbench.options import float_range
 from vnetbench.store import DEFAULT_PATH
 
@@ -69,12 +70,6 @@ def load(args):
     return load_hosts(inventory=args.inventory, hostfile=args.hostfile, group=args.group, all_hosts=True)
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
-                     for row in [header, *rows])
-
-
 def _size(value) -> str:
     return f"{value / 2**30:.1f} GiB" if isinstance(value, (int, float)) else "?"
 
@@ -106,7 +101,7 @@ def handle_check(args) -> int:
                      str(p.get("usable_cores", "-")), _size(p.get("mem_available")) if p else "-",
                      "ok" if r.ok else "FAIL"])
     out = sys.stderr if args.json else sys.stdout
-    print(table(["HOST", "ADDRESS", "SSH", "VNETBENCH", "OPEN MPI", "PYTHON", "SSH TO PEERS", "CLOCK", "CORES",
+    print(columns(["HOST", "ADDRESS", "SSH", "VNETBENCH", "OPEN MPI", "PYTHON", "SSH TO PEERS", "CLOCK", "CORES",
                  "MEM FREE", "VERDICT"], rows), file=out)
     failed = [r for r in reports if not r.ok]
     for r in failed:
@@ -138,7 +133,7 @@ def handle_facts(args) -> int:
                          for nic, info in f["nics"].items() if nic != "lo")
         rows.append([name, f["cpu_model"] or "?", f"{f['logical_cpus']} ({f['physical_cores'] or '?'} cores)",
                      str(len(f["numa"]) or "?"), nics or "-", "ok"])
-    print(table(["HOST", "CPU", "CPUS", "NUMA NODES", "NICS", "RESULT"], rows), file=sys.stderr if args.json
+    print(columns(["HOST", "CPU", "CPUS", "NUMA NODES", "NICS", "RESULT"], rows), file=sys.stderr if args.json
           else sys.stdout)
     failed = [name for name, f in found.items() if "error" in f]
     print(f"vnetbench: facts of {len(found) - len(failed)} host(s) in {path}", file=sys.stderr)
@@ -155,7 +150,7 @@ def handle_fetch(args) -> int:
         state = f"FAIL: {s['error']}" if "error" in s else "no such file" if s.get("missing") else \
             f"{s['new']} new, {s['known']} already stored, {s['bad']} unreadable"
         rows.append([name, state])
-    print(table(["HOST", args.remote], rows))
+    print(columns(["HOST", args.remote], rows))
     failed = [name for name, s in summary.items() if "error" in s]
     new = sum(s.get("new", 0) for s in summary.values())
     print(f"vnetbench: {new} record(s) appended to {args.store}", file=sys.stderr)

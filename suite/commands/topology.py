@@ -9,6 +9,7 @@ every vnetbench topology. The netns backend needs root, ip and tc.
 import json
 import time
 
+from vnetbench.analysis.render import columns
 from vnetbench.errors import UsageError
 
 
@@ -52,7 +53,7 @@ def handle_list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(_table(["NAME", "VMS", "SWITCHES", "UPLINKS", "", "DESCRIPTION"],
+    print(columns(["NAME", "VMS", "SWITCHES", "UPLINKS", "", "DESCRIPTION"],
                  [[r["name"], r["vms"], r["switches"], r["uplinks"], "up" if r["up"] else "", r["description"]]
                   for r in rows]))
     print("\nA YAML file works wherever a name does; 'vnetbench topology show NAME --spec' prints a preset's "
@@ -64,17 +65,8 @@ def handle_show(args) -> int:
     from vnetbench import topologies
 
     topology = topologies.load(args.ref, what="NAME|FILE")
-    shown = {"spec": topology.to_dict(), "source": topology.source}
-    if topology.backend == "netns":
-        from vnetbench.topologies import netns
-
-        shown["plan"] = netns.preview(topology)
-        if topology.scaled:
-            shown["scaled"] = topology.scaled
-    if topology.backend == "slurm":
-        from vnetbench.topologies import slurm
-
-        shown["slurm"] = slurm.preview(topology)
+    backend = topologies.backend(topology.backend)
+    shown = {"spec": topology.to_dict(), "source": topology.source, **backend.preview(topology)}
     if args.spec:
         import yaml
 
@@ -82,57 +74,10 @@ def handle_show(args) -> int:
     elif args.json:
         print(json.dumps(shown, indent=1))
     else:
-        print(_describe(topology, shown))
+        title = f"{topology.name} ({topology.source}): {getattr(topology, 'description', '')}".rstrip(": ")
+        print("\n".join([title] + [item if isinstance(item, str) else columns(*item)
+                                   for item in backend.show(topology, shown)]))
     return 0
-
-
-def _describe(topology, shown) -> str:
-    from vnetbench.topologies.host import format_cpulist
-    from vnetbench.topologies.units import format_rate, human_size
-
-    lines = [f"{topology.name} ({topology.source}): {getattr(topology, 'description', '')}".rstrip(": ")]
-    if topology.backend == "local":
-        lines.append("backend local: ranks run on this host under mpirun, no VMs")
-        return "\n".join(lines)
-    if topology.backend == "hosts":
-        lines.append(f"backend hosts, placement {topology.placement}, subnet {topology.subnet}, "
-                     f"{topology.slots} slot(s) on {len(topology.hosts)} host(s)")
-        rows = [[h.name, h.address, h.switch, h.slots] for h in topology.hosts]
-        lines += ["", _table(["HOST", "ADDRESS", "SWITCH", "SLOTS"], rows)]
-        return "\n".join(lines)
-    if topology.backend == "slurm":
-        from vnetbench.topologies import slurm
-
-        return "\n".join(lines + slurm.preview_lines(shown["slurm"]))
-    planned = shown["plan"]
-    host = planned["host"]
-    lines.append(f"backend {topology.backend}, id {planned['id']}, placement {topology.placement}, "
-                 f"subnet {planned['subnet'] or 'chosen when it comes up'}" + (" (up)" if planned["up"] else ""))
-    nodes = ", ".join(f"node {n}: cpus {format_cpulist(c)}" for n, c in planned["host"]["numa_nodes"].items())
-    lines.append(f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}")
-    enforced = planned["enforced_by"]
-    lines.append(f"vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
-    scaled = shown.get("scaled")
-    if scaled:
-        lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
-                     f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")
-    rows = []
-    for vm, where in zip(topology.vms, planned["vms"]):
-        asked = scaled["vms"].get(vm.name) if scaled else None
-        vcpus = f"{vm.vcpus}" + (f" (of {asked[0]})" if asked else "")
-        memory = human_size(vm.memory) + (f" (of {human_size(asked[1])})" if asked else "")
-        rows.append([vm.name, vcpus, memory, vm.numa, format_cpulist(where["cpus"]),
-                     format_cpulist(where["numa_nodes"]), vm.switch, f"{topology.name}-{vm.name}"])
-    lines += ["", _table(["VM", "VCPUS", "MEMORY", "NUMA", "CPUS", "NODES", "SWITCH", "HOSTNAME"], rows), ""]
-    rows = []
-    for sw in topology.switches:
-        if sw.uplink is None:
-            rows.append([sw.name, "-", "-"])
-        else:
-            delay = f"{sw.uplink.delay} us" if sw.uplink.delay else "-"
-            rows.append([sw.name, f"{format_rate(sw.uplink.rate)} (tc tbf, both ways)", delay])
-    lines.append(_table(["SWITCH", "UPLINK TO THE PHYSICAL SWITCH", "DELAY"], rows))
-    return "\n".join(lines)
 
 
 def handle_up(args) -> int:
@@ -182,7 +127,7 @@ def handle_status(args) -> int:
         else:
             state = f"run by process {row['owner']}" if row["owner"] else "up (topology up)"
         table.append([row["name"], row["id"], row["subnet"], len(row["vms"]), _age(row["age_s"]), state])
-    print(_table(["NAME", "ID", "SUBNET", "VMS", "AGE", "STATE"], table))
+    print(columns(["NAME", "ID", "SUBNET", "VMS", "AGE", "STATE"], table))
     return 0
 
 
@@ -217,11 +162,3 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
-
-
-def _table(header, rows) -> str:
-    rows = [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
-    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip()]
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join(out)
