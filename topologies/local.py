@@ -49,6 +49,7 @@ class NativeTopology:
                       "placement": preset.get("placement", "block")}
         self.name = preset["name"]
         self.description = preset["description"]
+        self.source = f"preset {self.name}"
 
     def to_dict(self) -> dict:
         return dict(self._data)

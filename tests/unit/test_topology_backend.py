@@ -202,3 +202,20 @@ def test_taking_down_what_a_live_run_owns_is_refused(tmp_path, monkeypatch, caps
     assert "4vm-4vswitch is not up; nothing to do" in capsys.readouterr().out
     with pytest.raises(UsageError, match="'native' is this host itself; there is nothing to take down"):
         netns.take_down("native")
+
+
+@pytest.mark.parametrize("ref", ["native", "1vm", "2vm-1vswitch", "2vm-2vswitch", "4vm-1vswitch", "4vm-4vswitch",
+                                 "ansible/inventory/example.yml"])
+def test_topology_show_describes_every_backend_through_its_own_show(ref):
+    from vnetbench import topologies
+
+    done = vnetbench("topology", "show", ref)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    topology = topologies.load(ref)
+    assert lines[0].startswith(f"{topology.name} (") and f"backend {topology.backend}" in lines[1]
+    for vm in getattr(topology, "vms", None) or getattr(topology, "hosts", None) or ():
+        assert any(line.split()[:1] == [vm.name] for line in lines), (vm.name, done.stdout)
+    shown = json.loads(vnetbench("topology", "show", ref, "--json").stdout)
+    assert shown["spec"]["name"] == topology.name and shown["source"] == topology.source
+    assert ("plan" in shown) == (topology.backend == "netns")
