@@ -118,8 +118,7 @@ def _osu():
     # osu_allreduce -f (min, max and iterations beside the average); the sum is of float64
     return (OsuLayout("OSU MPI Allreduce Latency Test", "MPI_DOUBLE",
                       (OsuColumn("Avg Latency(us)", "avg_us"), OsuColumn("Min Latency(us)", "min_us"),
-                       OsuColumn("Max Latency(us)", "max_us"), OsuColumn("Iterations", "iterations", 12, True)),
-                      collective=True),)
+                       OsuColumn("Max Latency(us)", "max_us"), OsuColumn("Iterations", "iterations", 12, True))),)
 
 
 OSU = _osu()

@@ -143,17 +143,17 @@ def size_table(m: dict, columns: dict[str, str]) -> list[dict]:
 
 @dataclass(frozen=True)
 class OsuColumn:
-    header: str  # OSU's column title, e.g. "Latency (us)"
+    header: str  # OSU's column title, e.g. "Avg Latency(us)"
     field: str  # the key in each row of ``metrics["sizes"]``
-    width: int = 20  # OSU's FIELD_WIDTH, 12 for the iteration count
+    width: int = 18  # OSU 7.4's FIELD_WIDTH, 12 for the iteration count
     whole: bool = False  # printed as an integer (OSU's "%*lu"), else "%*.2f"
 
 
 @dataclass(frozen=True)
 class OsuLayout:
-    """One OSU benchmark's output: ``# TITLE vVERSION``, ``# Datatype: ...``, the header, a row per size."""
+    """One OSU benchmark's output: an empty line, ``# TITLE vVERSION``, ``# Datatype: ...``, the header, a row
+    per size."""
 
     title: str  # e.g. "OSU MPI Latency Test"
     datatype: str  # e.g. "MPI_CHAR"
     columns: tuple[OsuColumn, ...]
-    collective: bool = False  # OSU's collectives print an empty line before the title

@@ -307,7 +307,7 @@ def size_rows(m):
 def _osu():
     from .contract import OsuColumn, OsuLayout
 
-    return (OsuLayout("OSU MPI Latency Test", "MPI_CHAR", (OsuColumn("Latency (us)", "latency_us"),)),
+    return (OsuLayout("OSU MPI Latency Test", "MPI_CHAR", (OsuColumn("Avg Latency(us)", "latency_us"),)),
             OsuLayout("OSU MPI Bandwidth Test", "MPI_CHAR", (OsuColumn("Bandwidth (MB/s)", "bandwidth_mbps"),)))
 
 

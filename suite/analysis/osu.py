@@ -1,15 +1,17 @@
 """Per-size rows in the OSU micro-benchmarks' own layout, so vnetbench's output and OSU's can be diffed.
 
-The layout is OSU 7.1's (util/osu_util.c, print_header / print_only_header / print_stats, and
-the per-size printf of osu_latency.c and osu_bw.c): a ``# TITLE v7.1`` line, ``# Datatype: T.``,
-then ``# Size`` left-aligned in 10 characters and each column right-aligned in FIELD_WIDTH (20)
-with FLOAT_PRECISION (2) decimals; collectives print an empty line first. Which OSU outputs a
-kernel's rows correspond to, the kernel declares (``OSU``, kernels/contract.py).
+The layout is OSU 7.4's, as its programs print it (tests/data/apps/osu_*.txt were captured from them, and
+tests/unit/test_osu_layout.py prints their numbers through this module and compares line by line): an
+empty line, ``# TITLE v7.4``, ``# Datatype: T.``, then ``# Size`` left-aligned in 10 characters and each
+column right-aligned in FIELD_WIDTH (18) with FLOAT_PRECISION (2) decimals, the iteration count in 12.
+The datatype is what the kernel sends: MPI_CHAR for pingpong (as osu_latency and osu_bw), MPI_DOUBLE for
+allreduce (a float64 sum; osu_allreduce's own default is MPI_CHAR, so that one line differs in a diff).
+Which OSU outputs a kernel's rows correspond to, the kernel declares (``OSU``, kernels/contract.py).
 """
 
 from . import metrics as registry
 
-OSU_VERSION = "7.1"  # the release whose layout this follows
+OSU_VERSION = "7.4"  # the release whose layout this follows
 SIZE_WIDTH = 10
 
 
@@ -21,9 +23,8 @@ def _value(column, value) -> str:
 
 def layout(layout, rows: list[dict]) -> list[str]:
     """The lines one OSU benchmark would print for these rows of ``metrics["sizes"]``."""
-    lines = [""] if layout.collective else []
-    lines += [f"# {layout.title} v{OSU_VERSION}", f"# Datatype: {layout.datatype}.",
-              f"{'# Size':<{SIZE_WIDTH}}" + "".join(f"{c.header:>{c.width}}" for c in layout.columns)]
+    lines = ["", f"# {layout.title} v{OSU_VERSION}", f"# Datatype: {layout.datatype}.",
+             f"{'# Size':<{SIZE_WIDTH}}" + "".join(f"{c.header:>{c.width}}" for c in layout.columns)]
     for row in rows:
         if isinstance(row, dict) and isinstance(row.get("bytes"), int):
             lines.append(f"{row['bytes']:<{SIZE_WIDTH}d}" + "".join(_value(c, row.get(c.field)) for c in layout.columns))
@@ -39,7 +40,7 @@ def text(records: list[dict]) -> str | None:
         if module is None or not hasattr(module, "OSU") or not isinstance(rows, list):
             continue
         blocks += ["\n".join(layout(item, rows)) for item in module.OSU]
-    return "\n\n".join(blocks) if blocks else None
+    return "\n".join(blocks) if blocks else None  # each block starts with its empty line, as OSU's do
 
 
 def check(kernel: str) -> None:

@@ -1,50 +1,47 @@
-"""OSU layout: crafted rows printed exactly as OSU 7.1's printf formats would ("%-10s%20s", "%-10d%20.2f")."""
+"""OSU layout: the numbers of real OSU 7.4 runs (tests/data/apps/osu_*.txt, see PROVENANCE.md) printed through
+vnetbench's OSU layout give back OSU's own text, line for line, so `vnetbench run --format osu` diffs cleanly
+against osu_latency, osu_bw and osu_allreduce -f."""
 
 import sys
 from pathlib import Path
 
 from vnetbench.analysis import osu, report
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "data" / "stores"))
+DATA = Path(__file__).resolve().parent.parent / "data"
+sys.path.insert(0, str(DATA / "stores"))
 import craft  # noqa: E402
 
-# osu_latency and osu_bw of OSU 7.1 for these numbers, written out by hand from their printf formats
-EXPECTED_PINGPONG = """\
-# OSU MPI Latency Test v7.1
-# Datatype: MPI_CHAR.
-# Size            Latency (us)
-1                         0.21
-1024                      1.50
-1048576                 212.35
 
-# OSU MPI Bandwidth Test v7.1
-# Datatype: MPI_CHAR.
-# Size        Bandwidth (MB/s)
-1                         4.20
-1024                   1000.00
-1048576               12345.68"""
-
-EXPECTED_ALLREDUCE = """
-# OSU MPI Allreduce Latency Test v7.1
-# Datatype: MPI_DOUBLE.
-# Size         Avg Latency(us)     Min Latency(us)     Max Latency(us)  Iterations
-8                         1.25                1.00                1.50        1000
-8192                     30.00               29.99               30.01         100"""
+def captured(name: str) -> tuple[str, list[list[str]]]:
+    """The captured program output and its rows' fields (size first)."""
+    text = (DATA / "apps" / name).read_text()
+    rows = [line.split() for line in text.splitlines() if line[:1].isdigit()]
+    assert rows, name
+    return text, rows
 
 
-def test_pingpong_prints_osu_latency_then_osu_bw():
-    record = craft.pingpong("native", 2, 0, [0.2149, 1.5, 212.3456], [4.2, 1000.0, 12345.678])
-    assert osu.text([record]) == EXPECTED_PINGPONG
+def test_pingpong_prints_what_osu_latency_then_osu_bw_print():
+    latency, lat_rows = captured("osu_latency.txt")
+    bandwidth, bw_rows = captured("osu_bw.txt")
+    assert [r[0] for r in lat_rows] == [r[0] for r in bw_rows]
+    record = craft.pingpong("native", 2, 0, [float(r[1]) for r in lat_rows], [float(r[1]) for r in bw_rows],
+                            sizes=[int(r[0]) for r in lat_rows])
+    assert osu.text([record]).splitlines() == (latency + bandwidth).splitlines()
 
 
-def test_allreduce_prints_osu_allreduce_full_layout():
-    rows = [{"bytes": 8, "avg_us": 1.25, "min_us": 1.0, "max_us": 1.5, "iterations": 1000},
-            {"bytes": 8192, "avg_us": 30.0, "min_us": 29.99, "max_us": 30.01, "iterations": 100}]
-    record = craft.record("allreduce", "native", 2, 0, {"sizes": rows})
-    assert osu.text([record]) == EXPECTED_ALLREDUCE
+def test_allreduce_prints_what_osu_allreduce_f_prints_but_its_datatype():
+    full, rows = captured("osu_allreduce_f.txt")
+    sizes = [{"bytes": int(size), "avg_us": float(avg), "min_us": float(low), "max_us": float(high),
+              "iterations": int(iterations)} for size, avg, low, high, iterations in rows]
+    record = craft.record("allreduce", "native", 2, 0, {"sizes": sizes})
+    mine, theirs = osu.text([record]).splitlines(), full.splitlines()
+    # the kernel sums float64, so it says so; osu_allreduce's default datatype is MPI_CHAR
+    assert theirs[2] == "# Datatype: MPI_CHAR." and mine[2] == "# Datatype: MPI_DOUBLE."
+    assert mine[:2] + mine[3:] == theirs[:2] + theirs[3:]
     # the default run output: a row per record, then the per-size table with min/avg/max
     text = report.run_text([record])
-    assert "avg us @8B" in text and "size (B)" in text and "29.99" in text
+    assert f"avg us @{rows[0][0]}B" in text
+    assert "size (B)" in text and rows[0][3] in text
 
 
 def test_kernels_without_an_osu_counterpart_are_refused_up_front():
