@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import SpecError, UsageError
 
 DEFAULT_TIMEOUT = 20.0
 CLOCK_TOLERANCE = 2.0
@@ -356,9 +356,11 @@ def save_facts(store: str | Path, found: dict[str, dict], source: str) -> Path:
     path = environment_path(store)
     record = {"schema_version": 1, "kind": "environment", "hosts": {}}
     if path.exists():
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+        from .topologies.files import read_text
+
+        try:  # a few KiB a host: bounded, and a device or FIFO put in its place is refused, not read
+            record = json.loads(read_text(path, str(path), "an environment record", limit=64 << 20))
+        except (SpecError, json.JSONDecodeError) as exc:
             raise UsageError(f"{path}: not an environment record ({exc}); move it away") from None
     stamp = now()
     for name, host_facts in found.items():

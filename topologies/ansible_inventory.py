@@ -13,6 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 TIMEOUT_S = 60
@@ -35,16 +37,15 @@ def read(path: Path):
     env = dict(os.environ, ANSIBLE_INVENTORY_UNPARSED_FAILED="True", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True",
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="False")
     try:
-        done = subprocess.run([program, "--list", "-i", str(path)], capture_output=True, env=env,
-                              timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
+        returncode, stdout, stderr = _bounded_run([program, "--list", "-i", str(path)], env)
+    except OSError:
         return None
     # a warning means Ansible skipped part of the file (an unknown key, a bad line): the own reader
     # then names what it is, rather than a topology built from what Ansible kept
-    if done.returncode != 0 or len(done.stdout) > MAX_OUTPUT or b"WARNING" in done.stderr:
+    if returncode != 0 or len(stdout) > MAX_OUTPUT or b"WARNING" in stderr:
         return None
     try:
-        data = json.loads(done.stdout)
+        data = json.loads(stdout)
     except ValueError:
         return None
     host_vars = (data.pop("_meta", {}) or {}).get("hostvars", {}) or {}
@@ -56,3 +57,21 @@ def read(path: Path):
     if not host_vars:  # Ansible lists a reversed range (node[5:2]) as no hosts, silently
         return None
     return groups, host_vars
+
+
+def _bounded_run(argv: list[str], env: dict) -> tuple[int, bytes, bytes]:
+    """(exit status, stdout, stderr) of ``argv``, reading at most MAX_OUTPUT + 1 bytes of its output (a dynamic
+    inventory plugin can print without end) and 64 KiB of its errors; killed past TIMEOUT_S or MAX_OUTPUT."""
+    with tempfile.TemporaryFile() as errors, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, env=env,
+                                                               stdin=subprocess.DEVNULL) as proc:
+        timer = threading.Timer(TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            out = proc.stdout.read(MAX_OUTPUT + 1)
+            if len(out) > MAX_OUTPUT:
+                proc.kill()
+            proc.wait()
+        finally:
+            timer.cancel()
+        errors.seek(0)
+        return proc.returncode, out, errors.read(1 << 16)

@@ -2,6 +2,8 @@
 hosts, groups and variables; what only Ansible reads (letter and stride ranges, inventory
 directories) works when ansible-core is installed."""
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,9 @@ HOST_VARS = {"n1": "10.4.0.11", "n2": "10.4.0.12", "n3": "10.4.0.13"}
 
 
 def both(path: Path, monkeypatch, **kwargs):
+    # Ansible must really have read it: read() is None when it could not, and load_hosts would then fall back
+    # to the own reader on both sides, comparing it with itself
+    assert ansible_inventory.read(path) is not None, f"ansible-inventory could not read {path}"
     by_ansible = load_hosts(inventory=path, **kwargs)
     monkeypatch.setenv("VNETBENCH_INVENTORY_READER", "own")
     own = load_hosts(inventory=path, **kwargs)
@@ -124,3 +129,13 @@ def test_letter_and_stride_ranges_and_directories_only_through_ansible(tmp_path,
     monkeypatch.setenv("VNETBENCH_INVENTORY_READER", "own")
     with pytest.raises(SpecError):  # the own reader takes one file, not a directory
         load_hosts(inventory=folder)
+
+
+def test_a_plugin_that_prints_without_end_is_cut_at_the_bound(tmp_path, monkeypatch):
+    # an executable inventory script is a dynamic inventory: Ansible runs it; this one never stops printing
+    script = tmp_path / "endless.py"
+    script.write_text(f"#!{sys.executable}\nimport sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(ansible_inventory, "MAX_OUTPUT", 1 << 20)
+    returncode, out, _ = ansible_inventory._bounded_run([str(script)], dict(os.environ))
+    assert returncode != 0 and len(out) == (1 << 20) + 1
