@@ -56,6 +56,9 @@ class Comparison:
     only_baseline: list[tuple] = field(default_factory=list)
     only_current: list[tuple] = field(default_factory=list)
     broken: list[tuple[tuple, dict]] = field(default_factory=list)  # ok in baseline, no ok run now
+    # (key, metric name, why) for what is measured on one side only: a metric one side lacks, or a
+    # configuration with no passing baseline run that passes now (nothing to compare it with)
+    unmatched: list[tuple[tuple, str, str]] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Change]:
@@ -76,7 +79,9 @@ class Comparison:
                 "counts": self.counts(), "changes": [c.to_dict(self.alpha) for c in self.changes],
                 "only_in_baseline": [describe_key(k, True) for k in self.only_baseline],
                 "only_in_current": [describe_key(k, True) for k in self.only_current],
-                "broken": [{"configuration": describe_key(k, True), "statuses": s} for k, s in self.broken]}
+                "broken": [{"configuration": describe_key(k, True), "statuses": s} for k, s in self.broken],
+                "unmatched": [{"configuration": describe_key(k, True), "metric": m, "why": why}
+                              for k, m, why in self.unmatched]}
 
 
 def verdict(worse: float | None, test: TestResult, threshold_pct: float, noise_floor_pct: float,
@@ -142,8 +147,15 @@ def compare(baseline, current, threshold_pct: float = 5.0, alpha: float = 0.05) 
         if key in base and key not in cur:
             result.broken.append((key, dict(cur_failed[key])))
             continue
-        for name, (metric, before) in base.get(key, {}).items():
+        if key not in base:
+            statuses = ", ".join(f"{n} {status}" for status, n in base_failed[key].items())
+            result.unmatched += [(key, name, f"no passing run in the baseline ({statuses})") for name in cur[key]]
+            continue
+        result.unmatched += [(key, name, "measured in the current store only") for name in cur[key]
+                             if name not in base[key]]
+        for name, (metric, before) in base[key].items():
             if name not in cur[key]:
+                result.unmatched.append((key, name, "measured in the baseline only"))
                 continue
             after = cur[key][name][1]
             b, c = summarise(before), summarise(after)
@@ -197,6 +209,9 @@ def summary_lines(result: Comparison) -> list[str]:
     for key, statuses in result.broken:
         lines.append(f"BROKEN: {label(key)} passed in the baseline and has no passing run now "
                      f"({', '.join(f'{n} {s}' for s, n in statuses.items())})")
+    if result.unmatched:
+        key, name, why = result.unmatched[0]
+        lines.append(f"{len(result.unmatched)} metric(s) not compared, e.g. {name} of {label(key)}: {why}")
     if result.only_baseline:
         lines.append(f"{len(result.only_baseline)} configuration(s) only in the baseline, e.g. "
                      f"{label(result.only_baseline[0])}")

@@ -1,7 +1,8 @@
 """A comparison as JUnit XML, for CI systems that show test reports: one test case per compared
 configuration and metric, a failure for each regression (with the numbers and the t-test's
-p-value), a failure for a configuration that no longer passes, a skipped case for a
-configuration found in only one of the stores."""
+p-value), a failure for a configuration that no longer passes; skipped: a configuration found in
+only one of the stores, a metric measured on one side only, a change beyond the threshold that could
+not be tested (fewer than 2 repetitions on a side)."""
 
 import xml.etree.ElementTree as ET
 
@@ -31,6 +32,10 @@ def document(result: Comparison) -> ET.ElementTree:
                 f"current median {fmt.number(change.current.median)}{unit} (n={change.current.n}), "
                 f"change {fmt.signed_pct(change.change_pct)}, worse by {fmt.pct(change.worse_pct)}, "
                 f"Welch's t-test p = {p:.6g} (alpha {result.alpha:g}), noise floor {fmt.pct(change.noise_floor_pct)}")
+        elif change.verdict == "untested":
+            skipped += 1
+            ET.SubElement(case, "skipped", message=f"{change.metric.name} {fmt.signed_pct(change.change_pct)}, beyond "
+                          f"the threshold, but fewer than 2 repetitions on a side: not tested (run with --repeat 3)")
     for key, statuses in result.broken:
         failures += 1
         case = _case(suite, label(key), "passes")
@@ -41,7 +46,11 @@ def document(result: Comparison) -> ET.ElementTree:
         for key in keys:
             skipped += 1
             ET.SubElement(_case(suite, label(key), "passes"), "skipped", message=f"only in the {where}: no counterpart")
-    tests = len(result.changes) + len(result.broken) + skipped
+    for key, name, why in result.unmatched:
+        skipped += 1
+        ET.SubElement(_case(suite, label(key), name), "skipped", message=f"{why}: nothing to compare")
+    tests = len(result.changes) + len(result.broken) + len(result.only_baseline) + len(result.only_current) + \
+        len(result.unmatched)
     suite.set("tests", str(tests))
     suite.set("failures", str(failures))
     suite.set("errors", "0")

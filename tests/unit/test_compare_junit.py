@@ -56,3 +56,27 @@ def test_junit_into_a_missing_folder_is_refused_before_reading(tmp_path):
     before, after = stores(tmp_path)
     proc = vnetbench("compare", before, after, "--junit", tmp_path / "no" / "x.xml", check=2)
     assert proc.stderr.strip() == f"vnetbench: error: --junit: cannot write {tmp_path / 'no' / 'x.xml'}: no such folder"
+
+
+def test_what_could_not_be_compared_is_skipped_with_the_reason(tmp_path):
+    # fixed: failed in the baseline, passes now; single: one repetition a side, +50% (untested);
+    # lacking: the current record lacks one of the baseline's metrics
+    before = ([craft.record("halo", "fixed", 2, 0, {}, status="failed", run_id="f")]
+              + craft.halo("single", 2, [10.0]) + craft.halo("lacking", 2, [10.0, 10.1]))
+    after = craft.halo("fixed", 2, [1.0, 1.1]) + craft.halo("single", 2, [15.0]) + craft.halo("lacking", 2, [10.0, 10.1])
+    for run in after:
+        run["run_id"] += "-after"
+        if run["topology"]["name"] == "lacking":
+            run["metrics"].pop("elapsed_s")
+    craft.write(tmp_path / "before.jsonl", before)
+    craft.write(tmp_path / "after.jsonl", after)
+    out = tmp_path / "compare.xml"
+    vnetbench("compare", tmp_path / "before.jsonl", tmp_path / "after.jsonl", "--junit", out, check=0)
+    (suite,) = ET.parse(out).getroot().findall("testsuite")
+    skipped = {(c.get("classname").split(",")[0], c.get("name")): c.find("skipped").get("message")
+               for c in suite.findall("testcase") if c.find("skipped") is not None}
+    assert "no passing run in the baseline (1 failed)" in skipped[("halo x2 on fixed", "elapsed_s")]
+    assert "fewer than 2 repetitions" in skipped[("halo x2 on single", "elapsed_s")]
+    assert "measured in the baseline only" in skipped[("halo x2 on lacking", "elapsed_s")]
+    assert int(suite.get("skipped")) == len(skipped) and int(suite.get("failures")) == 0
+    assert int(suite.get("tests")) == len(suite.findall("testcase"))
