@@ -94,7 +94,8 @@ def guest():
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         facts_file = shared / "facts.json"
         if not facts_file.exists():
-            pytest.skip(f"guest tier: the guest did not boot or could not run inside.py within {BOOT_TIMEOUT} s "
+            # inside.py writes facts.json as its first act: without it the guest did not boot (TCG, QEMU, kernel)
+            pytest.skip(f"guest tier: the guest did not boot or could not start inside.py within {BOOT_TIMEOUT} s "
                         f"(vng exited {proc.returncode}); its last lines:\n{tail}")
         facts = json.loads(facts_file.read_text())
         facts["host"] = {"seconds": round(seconds, 1), "console_tail": tail, "returncode": proc.returncode}

@@ -39,6 +39,12 @@ def since_boot() -> float:
     return float(Path("/proc/uptime").read_text().split()[0])
 
 
+# written at once: from here on the guest has booted and runs this file, so a missing step is the tests'
+# failure to report, not a guest that could not be had (the host skips only when this file never came)
+facts["started_since_boot"] = since_boot()
+save()
+
+
 def step(name):
     """Run one observation; its exception is a fact too (the host test that needs it says so)."""
     def wrap(fn):
