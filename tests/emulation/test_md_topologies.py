@@ -23,9 +23,11 @@ def energies(record) -> np.ndarray:
     return np.array([[row["pe"], row["ke"]] for row in record["metrics"]["thermo"]])
 
 
+@pytest.mark.timeout(420)
 def test_md_on_one_and_two_switches_and_four_vms_follows_native(host_unchanged, store):
-    runs = [("native", 2), (host_unchanged("2vm-1vswitch"), 2), (host_unchanged("2vm-2vswitch"), 2),
-            (host_unchanged("4vm-4vswitch"), 4)]
+    # every preset that fits this host: 1vm has one vCPU per host cpu it scales to, so one rank fits it
+    runs = [("native", 2), (host_unchanged("1vm"), 1), (host_unchanged("2vm-1vswitch"), 2),
+            (host_unchanged("2vm-2vswitch"), 2), (host_unchanged("4vm-1vswitch"), 4), (host_unchanged("4vm-4vswitch"), 4)]
     for topology, ranks in runs:
         vnetbench("run", "md", "--topology", topology, "--ranks", ranks, "--store", store, *SMALL, check=0,
                   timeout=200)
@@ -36,8 +38,8 @@ def test_md_on_one_and_two_switches_and_four_vms_follows_native(host_unchanged, 
     assert set(records) == {name for name, _ in runs}
     for name, record in records.items():
         assert record["status"] == "ok", (name, record["validation"])
-        assert record["metrics"]["migrated"] > 0
+        assert record["metrics"]["migrated"] > 0 or record["ranks"] == 1, name  # one rank: no neighbour to migrate to
     assert {p["vm"] for p in records["4vm-4vswitch"]["placement"]} == {"vm1", "vm2", "vm3", "vm4"}
     reference = energies(records["native"])
-    for name in ("2vm-1vswitch", "2vm-2vswitch", "4vm-4vswitch"):
+    for name in set(records) - {"native"}:
         assert np.allclose(energies(records[name]), reference, rtol=AGREE, atol=0), name
