@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from vnetbench.errors import UsageError
@@ -140,8 +141,7 @@ def collect(job_id: str, info: dict, work: Path, request: dict, topology) -> tup
     """The job's records (each with ``slurm`` facts), missing repetitions filled by the job state's status;
     and the state. No records for a cancelled job."""
     state = effective_state(info.get("JobState", "UNKNOWN"), work / "job.out")
-    store = work / "records.jsonl"
-    records = [json.loads(line) for line in store.read_text().splitlines() if line.strip()] if store.exists() else []
+    records = _records(work / "records.jsonl")
     facts = {"job_id": job_id, "state": state, "reason": info.get("Reason"), "exit_code": info.get("ExitCode"),
              "nodes": slurm.hostnames(info["NodeList"]) if info.get("NodeList", "(null)") != "(null)" else [],
              "partition": info.get("Partition", topology.partition)}
@@ -158,16 +158,26 @@ def collect(job_id: str, info: dict, work: Path, request: dict, topology) -> tup
     if status is None:
         return [r for r in records if r["status"] == "ok"], state
     done = {r.get("repetition") for r in records}
-    for repetition in range(request["repeat"]):
-        if repetition not in done:
-            records.append(failure_record(kernel=request["kernel"], params=request["params"], ranks=request["ranks"],
-                                          status=status, detail=f"{why}; no result for this repetition; job "
-                                          f"output: {_tail(work / 'job.out')}",
-                                          topology={"name": topology.name, "backend": "slurm",
-                                                    "spec": topology.to_dict()},
-                                          run_id=new_run_id(), repetition=repetition, started_at=now(),
-                                          slurm=facts))
+    missing = [repetition for repetition in range(request["repeat"]) if repetition not in done]
+    # what the job's own records say of it (topology.slurm), for the repetitions it left no record of
+    inner = _job_facts(job_id, facts["nodes"], facts["partition"]) if missing else None
+    for repetition in missing:
+        records.append(failure_record(kernel=request["kernel"], params=request["params"], ranks=request["ranks"],
+                                      status=status, detail=f"{why}; no result for this repetition; job "
+                                      f"output: {_tail(work / 'job.out')}",
+                                      topology={"name": topology.name, "backend": "slurm",
+                                                "spec": topology.to_dict(), "slurm": inner},
+                                      run_id=new_run_id(), repetition=repetition, started_at=now(),
+                                      slurm=facts))
     return records, state
+
+
+def _job_facts(job_id: str, nodes: list[str], partition: str) -> dict:
+    try:
+        version, leaves = slurm.version(), slurm.leaf_switches()
+    except UsageError:  # slurmctld not answering: the record still names the job and its nodes
+        version, leaves = None, {}
+    return slurm.job_facts(job_id, nodes, partition, version, leaves)
 
 
 # what slurmstepd writes into the job's output when it ends a job itself: the job's script may exit
@@ -272,6 +282,12 @@ if __name__ == "__main__":
 
 # ---- sweeps: every run a job, all submitted at once, found again by id on --resume ----------------
 
+# how long a sweep that stops waits for the jobs it cancelled to end before removing their directories (a job
+# still ending could write into its directory again); those still ending stay in the ledger for --resume
+CANCEL_WAIT_S = 15.0
+STARTED = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"}
+
+
 def ledger_path(store) -> Path:
     """Where a sweep notes the jobs it submitted (beside the store, so --resume finds them)."""
     return Path(f"{store.path}.slurm-jobs.json")
@@ -290,11 +306,111 @@ def _write_ledger(path: Path, ledger: dict) -> None:
     tmp.replace(path)  # a sweep killed mid-write leaves the previous ledger whole
 
 
+def forgotten(job_id: str) -> bool:
+    """slurmctld answered that it does not know the job (it ended more than MinJobAge ago), as opposed to
+    not answering at all."""
+    try:
+        slurm.slurm_cmd("scontrol", "show", "job", "-o", job_id)
+    except UsageError as exc:
+        return "Invalid job id" in str(exc)
+    return False
+
+
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "Partition", "Reason")
+
+
+def accounted(job_id: str) -> dict:
+    """The job as Slurm's accounting remembers it (``sacct``), in ``job_info``'s keys; {} without accounting."""
+    try:
+        out = slurm.slurm_cmd("sacct", "-n", "-P", "-X", "-j", job_id, "-o", ",".join(SACCT_FIELDS))
+    except UsageError:  # accounting_storage/none ("accounting storage is disabled"), or slurmdbd not answering
+        return {}
+    return parse_sacct(out, job_id)
+
+
+def parse_sacct(text: str, job_id: str) -> dict:
+    """``sacct -n -P -X -o JobID,State,ExitCode,NodeList,Partition,Reason`` for ``job_id``, in job_info's keys."""
+    for line in text.splitlines():
+        values = line.split("|")
+        if len(values) == len(SACCT_FIELDS) and values[0] == job_id:
+            row = dict(zip(SACCT_FIELDS, values))
+            return {"JobState": (row["State"].split() or ["UNKNOWN"])[0],  # "CANCELLED by 0"
+                    "ExitCode": row["ExitCode"], "NodeList": row["NodeList"] or "(null)",
+                    "Partition": row["Partition"], "Reason": row["Reason"] or "None"}
+    return {}
+
+
+def _records(path: Path) -> list[dict]:
+    """The records a job wrote into its store; none when it wrote none."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in filter(str.strip, lines):
+        try:
+            records.append(json.loads(line))
+        except ValueError:  # a line cut short by a job killed mid-write; the others stand
+            continue
+    return records
+
+
+def from_work_dir(job_id: str, work: Path) -> dict:
+    """How a job Slurm no longer knows ended, from what it left in its work directory, in job_info's keys;
+    {} when it left nothing there (no records, no output: it never started)."""
+    records = _records(work / "records.jsonl")
+    if not records and not (work / "job.out").exists():
+        return {}
+    # the job exits 0 exactly when every run it recorded passed (main); slurmstepd's word on a time limit or a
+    # node failure in its output is read by effective_state
+    state = "COMPLETED" if records and all(r.get("status") == "ok" for r in records) else "FAILED"
+    inner = [r.get("topology", {}).get("slurm") or {} for r in records]
+    nodes = next((facts["nodes"] for facts in inner if facts.get("nodes")), [])
+    partition = next((facts["partition"] for facts in inner if facts.get("partition")), None)
+    return {"JobState": state, "NodeList": ",".join(nodes) or "(null)", "ExitCode": None,
+            **({"Partition": partition} if partition else {}),
+            "Reason": f"Slurm no longer knows job {job_id} and keeps no accounting; its state follows from "
+                      f"{work}"}
+
+
+def found_again(job_id: str, work: Path) -> tuple[str, dict | None]:
+    """What ``--resume`` does with a job its ledger names: ("wait", None) while Slurm knows it (or does not
+    answer); ("collect", how it ended) once Slurm forgot it but its accounting or its work directory says;
+    ("resubmit", None) when it was cancelled without a result, or left nothing."""
+    state = job_info(job_id).get("JobState")
+    passed = any(r.get("status") == "ok" for r in _records(work / "records.jsonl"))
+    if state:
+        return ("resubmit", None) if state == "CANCELLED" and not passed else ("wait", None)
+    if not forgotten(job_id):
+        return "wait", None  # slurmctld did not answer: the job may still run; waiting finds out (or ends LOST)
+    ended = accounted(job_id)
+    if ended.get("JobState") not in TERMINAL:
+        ended = from_work_dir(job_id, work)
+    if not ended or (ended["JobState"] == "CANCELLED" and not passed):
+        return "resubmit", None
+    return "collect", ended
+
+
+@dataclass
+class Queued:
+    """A job of this sweep, submitted or found again in the ledger."""
+
+    job: object  # sweep.Job
+    key: str  # its ledger key
+    work: Path
+    request: dict
+    topology: object
+    ended: dict | None = None  # how it ended, for a job Slurm no longer knows
+
+
 def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -> list[dict]:
     """Submit every job (or find it again in the ledger), wait for all, store each record as its job ends.
 
-    Returns the records; a job cancelled by someone else gives none (not run). Ctrl-C cancels the jobs this
-    sweep submitted or adopted that have not ended, and only those.
+    ``on_start(job)`` when Slurm starts a job, ``on_finish(job, record)`` for its record, and
+    ``on_finish(job, None)`` for a job cancelled outside the sweep without a result (not run). Returns the
+    records. A sweep that stops before its jobs end (Ctrl-C; an exception from ``on_finish``, as --fail-fast
+    raises at the first failed record) cancels the jobs it submitted or adopted that have not ended, and only
+    those, and removes their directories and ledger entries.
     """
     if plan.launcher is not None:  # a launcher the site cannot do is refused before any job is submitted
         for name in {job.topology for job in jobs}:
@@ -303,17 +419,39 @@ def sweep(plan, jobs: list, store, *, on_start=None, on_finish=None, say=None) -
         placement(plan.topologies[name], ranks)
     path = ledger_path(store)
     ledger = _read_ledger(path)
-    pending = {}  # job id -> (sweep job, work dir, request, topology)
+    pending: dict[str, Queued] = {}  # job id -> its job
     try:
-        records = _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_finish, say)
-    except KeyboardInterrupt:  # while submitting too: the jobs submitted so far
-        if pending:
-            slurm.slurm_cmd("scancel", *pending, check=False)
+        return _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_finish, say)
+    except BaseException:  # while submitting too: the jobs submitted so far
+        _cancel(pending, ledger, path, say)
         raise
-    if not _read_ledger(path):
-        path.unlink(missing_ok=True)
-        _remove_root(store)
-    return records
+    finally:
+        if not ledger:
+            path.unlink(missing_ok=True)
+            _remove_root(store)
+
+
+def _cancel(pending: dict, ledger: dict, path: Path, say) -> None:
+    """scancel the sweep's jobs that have not ended; once they have, their directories and ledger entries go."""
+    ours = [job_id for job_id, queued in pending.items() if queued.ended is None]
+    if not ours:
+        return
+    slurm.slurm_cmd("scancel", *ours, check=False)
+    left, deadline = set(ours), time.monotonic() + CANCEL_WAIT_S
+    while left:
+        left = {job_id for job_id in left if job_info(job_id).get("JobState") not in TERMINAL}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_S)
+    for job_id in ours:
+        if job_id not in left:
+            queued = pending.pop(job_id)
+            shutil.rmtree(queued.work, ignore_errors=True)
+            ledger.pop(queued.key, None)
+    _write_ledger(path, ledger)
+    if say:
+        say(f"cancelled Slurm job(s) {', '.join(ours)}" + (f"; {', '.join(sorted(left))} still ending, left for "
+                                                            f"--resume" if left else ""))
 
 
 def _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_finish, say) -> list[dict]:
@@ -323,11 +461,20 @@ def _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_f
         topology = plan.topologies[job.topology]
         key = json.dumps([list(map(str, plan.key(job))), job.repetition])
         entry = ledger.get(key)
-        if entry and job_info(entry["job_id"]).get("JobState") not in (None, "CANCELLED"):
+        if entry:
+            what, ended = found_again(entry["job_id"], Path(entry["work"]))
+            shown = f"{job.describe(plan.kernel, plan.repeat)}: Slurm job {entry['job_id']}"
+            if what != "resubmit":
+                if say:
+                    say(f"{shown} found again" if what == "wait" else
+                        f"{shown} ended and Slurm no longer knows it; its results are taken from {entry['work']}")
+                pending[entry["job_id"]] = Queued(job, key, Path(entry["work"]), entry["request"], topology, ended)
+                continue
             if say:
-                say(f"{job.describe(plan.kernel, plan.repeat)}: Slurm job {entry['job_id']} found again")
-            pending[entry["job_id"]] = (job, Path(entry["work"]), entry["request"], topology)
-            continue
+                say(f"{shown} was cancelled or left nothing in {entry['work']}; submitting it again")
+            shutil.rmtree(entry["work"], ignore_errors=True)
+            del ledger[key]
+            _write_ledger(path, ledger)
         work = work_dir(store)
         request = {"kernel": plan.kernel, "params": plan.params, "ranks": job.ranks, "repeat": 1,
                    "timeout": plan.timeout, "bind": plan.bind, "rank_options": plan.run_options,
@@ -338,33 +485,37 @@ def _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_f
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-        pending[job_id] = (job, work, request, topology)
+        pending[job_id] = Queued(job, key, work, request, topology)
         ledger[key] = {"job_id": job_id, "work": str(work), "request": request}
         _write_ledger(path, ledger)
-        if on_start:
-            on_start(job)
-    records, states, watch = [], {}, Watch()
+    records, states, started, watch = [], {}, set(), Watch()
     while pending:
         for job_id in list(pending):
-            info = watch.state(job_id)
+            queued = pending[job_id]
+            info = queued.ended or watch.state(job_id)
             state = info.get("JobState", "UNKNOWN")
             if states.get(job_id) != state and say:
                 say(f"Slurm job {job_id}: {state}")
             states[job_id] = state
+            if state in STARTED and job_id not in started:
+                started.add(job_id)
+                if on_start:
+                    on_start(queued.job)
             if state not in TERMINAL:
                 continue
-            job, work, request, topology = pending.pop(job_id)
-            got, _ = collect(job_id, info, work, request, topology)
+            del pending[job_id]
+            got, _ = collect(job_id, info, queued.work, queued.request, queued.topology)
             for record in got:
-                record["repetition"] = job.repetition
+                record["repetition"] = queued.job.repetition
                 append_or_show(store, record)
                 records.append(record)
-                if on_finish:
-                    on_finish(job, record)
-            ledger = {k: v for k, v in ledger.items() if v["job_id"] != job_id}
+            # stored: the job is done with, before on_finish (which may stop the sweep) hears of it
+            ledger.pop(queued.key, None)
             _write_ledger(path, ledger)
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(queued.work, ignore_errors=True)
+            for record in got or [None]:
+                if on_finish:
+                    on_finish(queued.job, record)
         if pending:
             time.sleep(POLL_S)
     return records
-

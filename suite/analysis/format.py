@@ -22,6 +22,11 @@ def pct(value) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
+def scaling(speedup: float, efficiency: float) -> str:
+    """A speedup and its parallel efficiency: "1.90x (95%)"."""
+    return f"{speedup:.2f}x ({efficiency * 100:.0f}%)"
+
+
 def summary(s) -> str:
     """A stats.Summary as "median +-half the range % xN" (the spread only with repetitions)."""
     spread = f" +-{s.spread_pct:.1f}%" if s.n > 1 and s.spread_pct is not None else ""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..kernels.contract import series_label
+from . import format as fmt
 from . import metrics
 from .records import canonical, run_options_of, topology_name
 from .tables import StudyTable
@@ -29,7 +30,7 @@ def _color(topology: str) -> str:
 def _plain_numbers(axis, low: float, high: float) -> None:
     from matplotlib import ticker
 
-    plain = ticker.FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1000 else f"{value:.4g}")
+    plain = ticker.FuncFormatter(lambda value, _: fmt.number(float(value)))
     axis.set_major_formatter(plain)
     # within one decade a log axis has no major ticks to speak of: label the minor ones instead
     axis.set_minor_formatter(plain if high < 10 * low else ticker.NullFormatter())

@@ -84,7 +84,7 @@ def _cv_text(cell) -> str:
         return "-"
     if cell.summary.cv is None:
         return f"n={cell.summary.n}"
-    return f"{cell.summary.cv * 100:.1f}%{'*' if cell.summary.noisy else ''}"
+    return f"{fmt.pct(cell.summary.cv * 100)}{'*' if cell.summary.noisy else ''}"
 
 
 def _overhead_text(cell) -> str:
@@ -107,8 +107,7 @@ def study_grid(table: StudyTable) -> tuple[list[str], list[list[str]]]:
         else:
             overhead = [_overhead_text(c) for c in cells]
         by_step = {(s.from_ranks, s.to_ranks): s for s in row.scaling}
-        scaling = [f"{by_step[k].speedup:.2f}x ({by_step[k].efficiency * 100:.0f}%)" if k in by_step else "-"
-                   for k in steps]
+        scaling = [fmt.scaling(by_step[k].speedup, by_step[k].efficiency) if k in by_step else "-" for k in steps]
         body.append([row.label, *map(_cell_text, cells), *overhead, *map(_cv_text, cells), *scaling])
     return headers, body
 

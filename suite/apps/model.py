@@ -114,11 +114,15 @@ class App:
         return [self.program(), *(str(self._beside(arg) or arg) for arg in self.spec.command[1:])]
 
     def _beside(self, arg: str) -> Path | None:
-        # a path: it has a '/', or a file of that name sits beside the YAML (in.lj)
-        if Path(arg).is_absolute() or arg.startswith("-"):
+        # an argument that names something existing beside the YAML (in.lj, inputs/data.lj) is read from
+        # there; anything else (an option, an output path, a shell command line) goes to the program as written
+        if not arg or Path(arg).is_absolute() or arg.startswith("-") or "\0" in arg:
             return None
         beside = self.folder / arg
-        return beside if "/" in arg or beside.exists() else None
+        try:
+            return beside if beside.exists() else None
+        except OSError:  # a name too long to be a path: text for the program
+            return None
 
     def program(self) -> str:
         first = self.spec.command[0]
@@ -138,7 +142,8 @@ class App:
             return None
 
     def check_startable(self) -> None:
-        """UsageError (exit 2, nothing started) for a program that is not there or an input not readable."""
+        """UsageError (exit 2, nothing started) for a program that is not there or an input beside the YAML
+        that cannot be read. Other arguments are not judged: which are outputs only the program knows."""
         program = Path(self.program())
         if not program.is_file():
             raise UsageError(f"{self.source}: command[0]: program {self.spec.command[0]!r} not found"
@@ -147,11 +152,8 @@ class App:
             raise UsageError(f"{self.source}: command[0]: {program} is not executable")
         for i, raw in enumerate(self.spec.command[1:], start=1):
             path = self._beside(raw)
-            if path is None and not Path(raw).is_absolute() or raw.startswith("-"):
-                continue
-            path = path or Path(raw)
-            if path.is_dir():
-                continue  # an output or work folder: nothing to read
+            if path is None or path.is_dir():
+                continue  # not an input beside the YAML (an option, an output, a folder): nothing to read
             try:
                 # opened without blocking and not read: a FIFO input with no writer must not hang the check
                 os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))

@@ -1,6 +1,8 @@
 """Running an application definition on a topology, repetition by repetition, into the store.
 
-The program runs under the rank-side wrapper (placement from inside each rank, then exec). Its
+The program runs under the rank-side wrapper (placement from inside each rank, then exec) with
+the world-size guard preloaded (worldsize.py): ranks that joined a world other than the one
+launched fail the run, and the MPI library they loaded goes into the record's environment. Its
 stdout is kept with a bound (output.py) and read after the run: the success pattern, the parser,
 the regex metrics. A run that fails, is killed, times out or lacks what it declared is recorded
 with its status and the reason, never as a success.
@@ -17,7 +19,7 @@ from vnetbench.errors import UsageError
 from vnetbench.records import make_record, new_run_id, now
 from vnetbench.store import Store
 
-from . import parsers, wrapper
+from . import parsers, worldsize, wrapper
 from .model import App
 from .output import TAIL_CHARS, Capture, last_lines
 
@@ -59,7 +61,8 @@ def _repeat(app, realised, ranks, repeat, store, timeout, bind, launcher, on_rec
 def run_once(app: App, realised, spec, ranks: int, repetition: int, timeout, launcher, echo) -> dict:
     """One repetition on a realised topology; the record, whatever happened."""
     run_id, started_at = new_run_id(), now()
-    argv = launch.mpirun_argv(spec, wrapper.command(app.argv(), app.spec.env), launcher)
+    guard = worldsize.build()  # compiled once per user and source, before the clock starts
+    argv = launch.mpirun_argv(spec, wrapper.command(app.argv(), app.spec.env, guard.path), launcher)
     launch_info = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout, "mpi": launcher.describe(),
                    "command": shlex.join(argv)}
     common = dict(app=app, ranks=ranks, realised=realised, run_id=run_id, repetition=repetition,
@@ -76,13 +79,19 @@ def run_once(app: App, realised, spec, ranks: int, repetition: int, timeout, lau
         elapsed = time.monotonic() - began
         culprit = job.culprit(" ".join(outcome.stderr_tail)) if outcome.returncode != 0 else None
         placement = wrapper.read_placement(job.path, ranks)
+        world = worldsize.judge(guard, worldsize.read(job.path), ranks, launcher)
     output = capture.text()
-    common.update(elapsed=elapsed, output=output, outcome=outcome, placement=_labelled(placement, spec))
+    common.update(elapsed=elapsed, output=output, outcome=outcome, placement=_labelled(placement, spec),
+                  world=world)
     if job.problem:
         return _record(status="failed", detail=job.problem["detail"], **common)
     if outcome.timed_out:
         return _record(status="timeout", detail=f"no exit after {timeout:g} s; the job was killed with its whole "
                        f"process tree", **common)
+    if world.problem:
+        # a launcher and an MPI library that do not belong together: N singletons, each exiting 0
+        how = f"; {app.spec.command[0]} exited with status {outcome.returncode}" if outcome.returncode else ""
+        return _record(status="failed", detail=f"{world.problem}{how}", **common)
     if outcome.returncode != 0:
         who = f"{culprit['detail'] if 'detail' in culprit else _culprit_text(culprit)}; " if culprit else ""
         how = (f"was killed by signal {-outcome.returncode}" if outcome.returncode < 0
@@ -92,7 +101,7 @@ def run_once(app: App, realised, spec, ranks: int, repetition: int, timeout, lau
     metrics, problems = read_output(app, output + "".join(outcome.stderr_tail))
     common["metrics"] = metrics
     problems += _placement_problems(common["placement"], ranks, spec)
-    unread = capture.notes()
+    unread = capture.notes() + world.notes
     if problems:
         return _record(status="invalid", detail="; ".join(problems + unread), **common)
     return _record(status="ok", detail="; ".join([f"exit 0; {_checked(app)}", *unread]), **common)
@@ -152,7 +161,7 @@ def _placement_problems(placement: list[dict], ranks: int, spec) -> list[str]:
 
 
 def _record(*, app: App, ranks, realised, run_id, repetition, started_at, launch, status, detail, elapsed=None,
-            output="", outcome=None, placement=(), metrics=None) -> dict:
+            output="", outcome=None, placement=(), metrics=None, world=None) -> dict:
     from vnetbench import environment
 
     metrics = dict(metrics or {})
@@ -162,12 +171,14 @@ def _record(*, app: App, ranks, realised, run_id, repetition, started_at, launch
     return make_record(
         kernel=app.name, params={"definition": app.definition_hash()}, ranks=ranks, metrics=metrics,
         validation={"passed": status == "ok", "detail": detail}, placement=list(placement),
-        environment=environment.collect(hostnames), topology=realised.describe(), run_id=run_id,
+        environment=environment.collect(hostnames, world.library if world else None),
+        topology=realised.describe(), run_id=run_id,
         repetition=repetition, started_at=started_at, status=status, launch=launch,
         app={"name": app.name, "definition_hash": app.definition_hash(), "source": str(app.source),
              "command": app.argv(), "program": app.program(), "program_hash": app.program_hash(),
              **app.declaration()},
         exit_status=outcome.returncode if outcome is not None else None,
+        world_guard=world.record if world else None,
         output_tail=[line[:TAIL_CHARS] for line in last_lines(output, TAIL_LINES)]
         + [f"[stderr] {line.rstrip()[:TAIL_CHARS]}" for line in (outcome.stderr_tail[-TAIL_LINES:] if outcome else [])],
     )

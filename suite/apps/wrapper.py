@@ -1,8 +1,9 @@
 """The rank side of an application run: note where this rank is, from inside it, then become the program.
 
-``python -m vnetbench.apps.wrapper [--env NAME=VALUE ...] -- PROGRAM [ARGS]``: writes this rank's placement (host, network
-namespace, addresses, cpus) to the job's folder and tells the job's watch that the rank started,
-then execs PROGRAM in the same process, so that the pid the watch follows is the program's.
+``python -m vnetbench.apps.wrapper [--guard SHIM] [--env NAME=VALUE ...] -- PROGRAM [ARGS]``: writes this rank's
+placement (host, network namespace, addresses, cpus) to the job's folder and tells the job's watch that the
+rank started, then execs PROGRAM in the same process, so that the pid the watch follows is the program's.
+With --guard, PROGRAM runs with the world-size shim preloaded (worldsize.py), writing into the job's folder.
 """
 
 import json
@@ -35,7 +36,26 @@ def note(rank: int) -> None:
     os.replace(f"{path}.tmp", path)
 
 
+def preload(shim: str) -> None:
+    """The program's environment: ``shim`` preloaded (after any preload already set), writing beside the
+    placements. Nothing when this is no job of vnetbench's or the shim is not on this rank's host."""
+    from vnetbench.jobs import ENV
+
+    from .worldsize import DIR_ENV, FOLDER
+
+    folder = os.environ.get(ENV)
+    if not folder or not os.path.isdir(folder) or not os.path.isfile(shim):
+        return
+    os.makedirs(os.path.join(folder, FOLDER), exist_ok=True)
+    os.environ[DIR_ENV] = os.path.join(folder, FOLDER)
+    already = os.environ.get("LD_PRELOAD", "").strip()
+    os.environ["LD_PRELOAD"] = f"{already}:{shim}" if already else shim
+
+
 def main(argv: list[str]) -> int:
+    guard = None
+    if argv[:1] == ["--guard"] and len(argv) > 1:
+        guard, argv = argv[1], argv[2:]
     # the definition's env goes by argv: every launcher and backend carries argv to the rank unchanged
     while argv[:1] == ["--env"] and len(argv) > 1:
         name, _, value = argv[1].partition("=")
@@ -49,6 +69,11 @@ def main(argv: list[str]) -> int:
         note(rank_from_env())
     except OSError as exc:  # the record then lacks this rank's placement and says so; the run goes on
         print(f"vnetbench.apps.wrapper: cannot record placement: {exc}", file=sys.stderr)
+    if guard:
+        try:
+            preload(guard)
+        except OSError as exc:  # the record then says the world was not observed; the run goes on
+            print(f"vnetbench.apps.wrapper: cannot set up the world-size guard: {exc}", file=sys.stderr)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
@@ -56,10 +81,12 @@ def main(argv: list[str]) -> int:
         return 127
 
 
-def command(program: list[str], env: dict[str, str]) -> list[str]:
-    """The rank-side argv that runs ``program`` with ``env`` added, through this wrapper."""
+def command(program: list[str], env: dict[str, str], guard: str | None = None) -> list[str]:
+    """The rank-side argv that runs ``program`` with ``env`` added, through this wrapper (with the
+    world-size shim at ``guard`` preloaded, when given)."""
     pairs = [part for name, value in sorted(env.items()) for part in ("--env", f"{name}={value}")]
-    return [sys.executable, "-m", "vnetbench.apps.wrapper", *pairs, "--", *program]
+    return [sys.executable, "-m", "vnetbench.apps.wrapper", *(["--guard", guard] if guard else []), *pairs, "--",
+            *program]
 
 
 def read_placement(job_dir, ranks: int) -> list[dict]:

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from vnetbench.analysis.render import FORMATS
+
 
 def percent(text: str) -> float:
     try:
@@ -41,7 +43,7 @@ def register(sub):
                         help="smallest change that counts, in %% of the baseline (default 5%%)")
     parser.add_argument("--alpha", type=probability, default=0.05, metavar="P",
                         help="significance level of the t-test (default 0.05)")
-    parser.add_argument("--format", choices=["table", "markdown", "json"], default="table",
+    parser.add_argument("--format", choices=list(FORMATS), default="table",
                         help="markdown suits CI comments (default table)")
     parser.add_argument("--all", action="store_true", help="list every metric, not only the changes")
     parser.add_argument("--junit", metavar="FILE.xml", help="also write JUnit XML: a test case per configuration "

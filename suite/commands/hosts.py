@@ -16,7 +16,7 @@ from vnetbench.store import DEFAULT_PATH
 
 def register(sub):
     parser = sub.add_parser("hosts", help="check real hosts, gather their facts, fetch their results",
-                            description=__doc__.strip("`"))
+                            description=__doc__.replace("``", ""))
     parser.set_defaults(func=lambda args: _usage(parser))
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     check = actions.add_parser("check", help="check the hosts can run vnetbench together (exit 1 if not)",

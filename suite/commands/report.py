@@ -10,6 +10,7 @@ cannot be read, and records whose metrics are not numbers, are named in a warnin
 
 import sys
 
+from vnetbench.analysis.render import FORMATS
 from vnetbench.errors import UsageError
 from vnetbench.store import DEFAULT_PATH
 
@@ -20,10 +21,10 @@ def register(sub):
     parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
     parser.add_argument("--baseline", default="native", metavar="TOPOLOGY",
                         help="topology that overhead is measured against (default native)")
-    parser.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    parser.add_argument("--format", choices=list(FORMATS), default="table")
     parser.add_argument("--runs", action="store_true", help="one row per record instead of the study's tables")
     parser.add_argument("--sizes", metavar="RUN_ID", help="the per-size table of the records of one run "
-                        "(pingpong, allreduce: latency, bandwidth, spread per message size)")
+                        "(kernels and applications that measure per message size: latency, bandwidth, spread)")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the plots into FILE.png (matplotlib)")
     parser.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page with tables and plots")
     parser.set_defaults(func=handle)

@@ -33,7 +33,7 @@ def add_common(parser, *, ranks_default=None):
 
 
 def register(sub):
-    parser = sub.add_parser("run", help="run one kernel on a topology", description=__doc__.strip("`"),
+    parser = sub.add_parser("run", help="run one kernel on a topology", description=__doc__.replace("``", ""),
                             add_help=False)
     # optional to argparse, so that 'run --help' is help (exit 0); handle() requires it
     parser.add_argument("kernel", metavar="KERNEL", nargs="?", help=f"one of: {', '.join(kernels.names())}")

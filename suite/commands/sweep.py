@@ -12,6 +12,7 @@ Exit 0 when every run passed, 1 when any failed, 2 on bad input (nothing started
 import argparse
 import sys
 import time
+from dataclasses import dataclass, field
 
 from vnetbench import kernels
 from vnetbench.errors import UsageError
@@ -114,12 +115,12 @@ def run_plan(args, study, plan, topology_names, rank_counts, store) -> int:
         return 0
     started, records = time.monotonic(), []
     try:
-        run_with_progress(plan, store, args.fail_fast, records)
+        outcome = run_with_progress(plan, store, args.fail_fast, records)
     except KeyboardInterrupt:
         say(f"interrupted: {len(records)} finished run(s) of {len(plan.jobs)} are in {args.store}, the run in "
             "flight left no record; the same command with --resume does the rest")
         raise
-    return finish(args, plan, records, time.monotonic() - started)
+    return finish(args, plan, records, time.monotonic() - started, outcome)
 
 
 def describe_plan(args, study, plan, topology_names, rank_counts) -> None:
@@ -140,8 +141,21 @@ def describe_plan(args, study, plan, topology_names, rank_counts) -> None:
     say(f"  {len(plan.jobs)} run(s) to do on {len({job.topology for job in plan.jobs})} topology(ies)")
 
 
-def run_with_progress(plan, store, fail_fast, records: list) -> None:
-    """Run the plan under a progress bar on stderr; ``records`` grows as runs finish."""
+class FailFast(Exception):
+    """--fail-fast met the first run that did not pass: the sweep stops (a batch backend cancels its jobs)."""
+
+
+@dataclass
+class Outcome:
+    stopped: bool = False  # by --fail-fast
+    not_run: list = field(default_factory=list)  # runs cancelled outside the sweep (a Slurm job scancel'ed)
+
+
+def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
+    """Run the plan under a progress bar on stderr; ``records`` grows as runs finish.
+
+    The bar counts the runs pending, running and done (a batch backend runs many at once); a run cancelled
+    outside the sweep is not run and leaves the total."""
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
@@ -152,31 +166,56 @@ def run_with_progress(plan, store, fail_fast, records: list) -> None:
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn()]
+    outcome = Outcome()
     with Progress(*columns, console=console, redirect_stderr=True, redirect_stdout=False) as progress:
         task = progress.add_task("starting", total=len(plan.jobs), failed=0)
-        failed = 0
+        count = {"total": len(plan.jobs), "failed": 0}
+        running, done = {}, set()  # job -> its description; jobs finished
+
+        def show():
+            pending = count["total"] - len(running) - len(done)
+            counts = f"{pending} pending, {len(running)} running, {len(done)} done"
+            # one run at a time (the local backends): which one
+            progress.update(task, description=f"{counts}: {next(iter(running.values()))}" if len(running) == 1
+                            else counts)
 
         def on_bringup(name):
             progress.update(task, description=f"bringing up {name}")
 
         def on_start(job):
-            progress.update(task, description=job.describe(plan.kernel, plan.repeat))
+            running[job] = job.describe(plan.kernel, plan.repeat)
+            show()
 
         def on_finish(job, record):
-            nonlocal failed
+            running.pop(job, None)
+            what = job.describe(plan.kernel, plan.repeat)
+            if record is None:  # cancelled outside the sweep: not run, and not counted
+                count["total"] -= 1
+                outcome.not_run.append(what)
+                progress.update(task, total=count["total"])
+                console.print(f"vnetbench: {what}: cancelled outside the sweep: not run", markup=False)
+                show()
+                return
             records.append(record)
-            failed += record["status"] != "ok"
-            progress.update(task, advance=1, failed=failed)
+            done.add(job)
+            count["failed"] += record["status"] != "ok"
+            progress.update(task, advance=1, failed=count["failed"])
+            show()
             detail = "" if record["status"] == "ok" else f": {record['validation'].get('detail', '')[:300]}"
-            console.print(f"vnetbench: {job.describe(plan.kernel, plan.repeat)}: {record['status']}{detail}",
-                          markup=False)
+            console.print(f"vnetbench: {what}: {record['status']}{detail}", markup=False)
+            if fail_fast and record["status"] != "ok":
+                raise FailFast(what)
 
-        sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
-                      on_finish=on_finish, say=lambda text: console.print(f"vnetbench: {text}", markup=False))
-        progress.update(task, description="done")
+        try:
+            sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
+                          on_finish=on_finish, say=lambda text: console.print(f"vnetbench: {text}", markup=False))
+        except FailFast:
+            outcome.stopped = len(done) < count["total"]  # the last run failing stops nothing
+        progress.update(task, description="stopped by --fail-fast" if outcome.stopped else "done")
+    return outcome
 
 
-def finish(args, plan, records, seconds) -> int:
+def finish(args, plan, records, seconds, outcome: Outcome) -> int:
     from vnetbench import analysis, sweep
 
     by_status = sweep.failures(records)
@@ -184,9 +223,10 @@ def finish(args, plan, records, seconds) -> int:
     shown = plan.done + records
     if shown:
         print(analysis.study(shown))
-    stopped = " (stopped by --fail-fast)" if args.fail_fast and bad and len(records) < len(plan.jobs) else ""
+    stopped = " (stopped by --fail-fast)" if outcome.stopped else ""
     failures = ", ".join(f"{n} {status}" for status, n in by_status.items())
+    not_run = f", {len(outcome.not_run)} not run (cancelled)" if outcome.not_run else ""
     say(f"{len(records)} run(s) in {seconds:.0f} s, {len(records) - bad} passed"
-        f"{f', {failures}' if failures else ''}{stopped}; appended to {args.store}")
+        f"{f', {failures}' if failures else ''}{not_run}{stopped}; appended to {args.store}")
     say(f"tables: vnetbench report --store {args.store}")
     return 1 if bad else 0
