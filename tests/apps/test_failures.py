@@ -74,7 +74,7 @@ def test_a_missing_declared_metric(lj_app, seeded):
 
 @pytest.mark.parametrize("command, message", [
     ("[no-such-program-vnb]", "command[0]: program 'no-such-program-vnb' not found on PATH"),
-    ("[sh, ./missing-input.sh]", "command[1]: './missing-input.sh': cannot read: No such file or directory"),
+    ("[./missing-input.sh]", "command[0]: program './missing-input.sh' not found"),
 ])
 def test_bad_input_exits_2_before_anything_starts(tmp_path, seeded, command, message):
     app = app_file(tmp_path, "bad", f"name: bad\ncommand: {command}\n")

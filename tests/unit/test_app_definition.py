@@ -1,5 +1,7 @@
 """The application definition: validation with file:line:field errors, and reading a run's output."""
 
+import os
+import socket
 import textwrap
 from pathlib import Path
 
@@ -71,9 +73,42 @@ def test_missing_program_and_unreadable_input_are_bad_input(tmp_path):
     app = apps.load(write(tmp_path, GOOD.replace("[lmp,", "[no-such-program-vnb,")))
     with pytest.raises(UsageError, match="command\\[0\\]: program 'no-such-program-vnb' not found on PATH"):
         app.check_startable()
-    app = apps.load(write(tmp_path, GOOD.replace("in.lj", "inputs/in.lj")))
-    with pytest.raises(UsageError, match="command\\[2\\]: 'inputs/in.lj': cannot read: No such file"):
+    app = apps.load(write(tmp_path, "name: script\ncommand: [./missing-input.sh]\n"))
+    with pytest.raises(UsageError, match="command\\[0\\]: program './missing-input.sh' not found"):
         app.check_startable()
+    # an input beside the YAML that exists but cannot be opened (a socket: ENXIO, even for root)
+    (tmp_path / "inputs").mkdir()
+    with socket.socket(socket.AF_UNIX) as listening:
+        cwd = os.getcwd()
+        os.chdir(tmp_path / "inputs")  # a relative bind: tmp_path may be longer than a socket address
+        try:
+            listening.bind("in.lj")
+        finally:
+            os.chdir(cwd)
+        app = apps.load(write(tmp_path, GOOD.replace("in.lj", "inputs/in.lj")))
+        with pytest.raises(UsageError, match="command\\[2\\]: 'inputs/in.lj': cannot read: No such device"):
+            app.check_startable()
+
+
+def test_only_arguments_naming_something_beside_the_yaml_are_resolved_and_checked(tmp_path):
+    """Outputs, options and shell command lines reach the program as written, as plain exec passes them;
+    before, any argument with a '/' was taken for an input beside the YAML and refused when missing."""
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "data.lj").write_text("run 1\n")
+    (tmp_path / "script.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "script.sh").chmod(0o755)
+    app = apps.load(write(tmp_path, """\
+        name: outputs
+        command: [./script.sh, -log, logs/run.log, -in, inputs/data.lj, /nonexistent-vnb/out.txt, out/,
+                  "echo 1 > /tmp/x/out.txt", inputs]
+        """))
+    app.check_startable()
+    assert app.argv() == [str(tmp_path / "script.sh"), "-log", "logs/run.log", "-in", str(tmp_path / "inputs/data.lj"),
+                          "/nonexistent-vnb/out.txt", "out/", "echo 1 > /tmp/x/out.txt", str(tmp_path / "inputs")]
+    # exec --record's definition: the shell line that plain exec runs is not refused
+    shell = apps.adhoc(["sh", "-c", "echo 1 > /tmp/x/out.txt"])
+    shell.check_startable()
+    assert shell.argv()[1:] == ["-c", "echo 1 > /tmp/x/out.txt"]
 
 
 def test_adhoc_definition_for_exec_record():
