@@ -1,0 +1,142 @@
+"""The world-size guard of application runs: which world each MPI process of the program joined.
+
+A launcher of one MPI starting a program of another starts N singletons, each "rank 0 of 1", and
+the job exits 0; only the ranks can tell. ``worldsize.c`` (an LD_PRELOAD shim, built here with ``cc``
+on first use and cached by the hash of its source) notes, in each process that calls MPI_Init, the
+size of its MPI_COMM_WORLD, its rank and MPI_Get_library_version, one JSON file per process; the
+wrapper preloads it; ``judge`` reads the files after the job.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vnetbench.errors import LaunchError
+from vnetbench.rundir import private_dir, state_root
+
+SOURCE = Path(__file__).with_name("worldsize.c")
+DIR_ENV = "VNETBENCH_WORLD_DIR"  # where the shim writes; the wrapper sets it for the program
+FOLDER = "world"  # in the job's directory
+COMPILE_TIMEOUT = 120
+MAX_FILE = 64 << 10  # a file holds one library version (at most 8 KiB, escaped) and a few numbers
+MAX_FILES = 4096
+
+
+@dataclass
+class Guard:
+    """The built shim (``path``), or why there is none (``reason``)."""
+
+    path: str | None
+    reason: str | None = None
+
+    def describe(self) -> dict:
+        return {"available": self.path is not None, **({"reason": self.reason} if self.reason else {})}
+
+
+def cache_dir() -> Path:
+    # hidden: the state root's visible entries are topologies and jobs, which the tests account for
+    return state_root() / ".cache"
+
+
+def build(cc: str = "cc", cache: Path | None = None) -> Guard:
+    """The shim, compiled on first use into the per-user cache (atomically: a temp file, then rename);
+    without a C compiler, a Guard saying why there is none."""
+    source = SOURCE.read_bytes()
+    cache = cache or cache_dir()
+    target = cache / f"worldsize-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    if target.is_file():
+        return Guard(str(target))
+    compiler = shutil.which(cc)
+    if compiler is None:
+        return Guard(None, f"no C compiler ({cc}) on PATH to build the world-size guard")
+    try:
+        for folder in (cache.parent, cache):
+            private_dir(folder)
+    except (OSError, LaunchError) as exc:
+        return Guard(None, f"cannot create {cache}: {exc}")
+    fd, temp = tempfile.mkstemp(prefix=".worldsize-", suffix=".so", dir=cache)
+    os.close(fd)
+    try:
+        done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", temp, str(SOURCE), "-ldl"],
+                              capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+        if done.returncode != 0:
+            error = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            return Guard(None, f"{compiler} could not build the world-size guard: {error[:300]}")
+        os.chmod(temp, 0o755)
+        os.replace(temp, target)  # concurrent builders each rename a whole file
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Guard(None, f"{compiler} could not build the world-size guard: {exc}")
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+    return Guard(str(target))
+
+
+def read(job_dir) -> list[dict]:
+    """What the program's processes wrote, one dict each (unreadable files left out)."""
+    folder = Path(job_dir) / FOLDER
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.endswith(".json"))[:MAX_FILES]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            with open(folder / name, "rb") as handle:
+                seen = json.loads(handle.read(MAX_FILE))
+        except (OSError, ValueError):
+            continue
+        if isinstance(seen, dict) and isinstance(seen.get("world"), int):
+            out.append(seen)
+    return out
+
+
+@dataclass
+class Verdict:
+    """The guard's finding: ``problem`` fails the run; ``record`` goes into it; ``library`` is the MPI
+    library version the ranks loaded (None when not observed)."""
+
+    record: dict
+    problem: str | None = None
+    library: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def judge(guard: Guard, seen: list[dict], ranks: int, launcher) -> Verdict:
+    """The guard's verdict on a job of ``ranks`` ranks started by ``launcher``, from what ``read`` found."""
+    if guard.path is None:
+        return Verdict({**guard.describe(), "observed": False}, notes=[f"world size not observed: {guard.reason}"])
+    if not seen:
+        why = ("no process of the program called MPI_Init with the guard loaded: not an MPI program, an MPI "
+               "linked statically, or ranks on hosts that do not share this host's files")
+        return Verdict({**guard.describe(), "observed": False, "reason": why},
+                       notes=["world size not observed (no process called MPI_Init)"])
+    # processes started by MPI_Comm_spawn join a world of their own: only the launched ones count
+    launched = [s for s in seen if not s.get("spawned")]
+    worlds = sorted({s["world"] for s in launched})
+    libraries = sorted({s.get("library") or "" for s in launched} - {""})
+    record = {**guard.describe(), "observed": True, "processes": len(launched), "worlds": worlds,
+              "ranks_seen": sorted({s.get("rank") for s in launched if isinstance(s.get("rank"), int)}),
+              "spawned": len(seen) - len(launched)}
+    library = next((s.get("library") for s in sorted(launched, key=lambda s: s.get("rank", 0)) if s.get("library")),
+                   None)
+    if len(libraries) > 1:
+        record["libraries"] = libraries
+    wrong = [world for world in worlds if world != ranks]
+    if not wrong:
+        return Verdict(record, library=library)
+    sizes = " and ".join(map(str, wrong))
+    problem = (f"the program's ranks saw a world of {sizes}, not {ranks}: were they started by a launcher of "
+               f"another MPI? (launcher: {launcher}")
+    problem += f"; ranks loaded {_short(library)})" if library else ")"
+    return Verdict(record, problem=problem, library=library)
+
+
+def _short(library: str) -> str:
+    head = library.strip().splitlines()[0].split(",")[0] if library.strip() else ""
+    return " ".join(head.replace("Version:", "").split()) or "an unnamed MPI library"
