@@ -235,14 +235,9 @@ def _zombie_status(pid: int) -> int | None:
 
 def _on_tmpfs(path: Path) -> bool:
     target, best, kind = str(path.resolve()), "", ""
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            fields = line.split()
-            mount = fields[4]
-            if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
-                best, kind = mount, fields[fields.index("-") + 1]
-    except (OSError, ValueError):
-        return False
+    for mount, fs in procs.mounts():  # the deepest mount holding the path decides
+        if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+            best, kind = mount, fs
     return kind == "tmpfs"
 
 

@@ -1,4 +1,5 @@
-"""Processes as /proc shows them (the one reader of /proc/PID/stat), and ending a whole MPI job:
+"""Processes as /proc shows them (the one reader of /proc/PID/stat and of this process's mount table), and
+ending a whole MPI job:
 mpirun, its daemons and every rank, even orphaned ones.
 
 mpirun is started in a session of its own. Ranks get process groups of their own but stay in
@@ -6,6 +7,7 @@ that session, so the session id finds them all, including ranks whose mpirun alr
 """
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -21,6 +23,24 @@ def stat_fields(pid: int) -> list[str] | None:
     _, paren, rest = stat.rpartition(")")
     fields = rest.split()
     return fields if paren and len(fields) > 19 else None
+
+
+def mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type) of every mount this process sees, in /proc/self/mountinfo's order;
+    [] when it cannot be read. Mount points come unescaped (the kernel writes a space as \\040)."""
+    found = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        try:  # fields: id parent major:minor root MOUNT_POINT options [optional...] - FSTYPE source super
+            point, kind = fields[4], fields[fields.index("-") + 1]
+        except (IndexError, ValueError):
+            continue
+        found.append((re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), point), kind))
+    return found
 
 
 def start_time(pid: int) -> int | None:

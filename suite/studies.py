@@ -8,7 +8,6 @@ already sized to the machine (STREAM arrays 4x the last-level cache per rank).
 """
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .mpi import usable_cpus
 
@@ -136,11 +135,10 @@ def namd(cpus: int) -> Study:
                  "repetitions", "md", ["--system", "stmv", "--steps", str(steps)], SIX, ranks, 3, notes)
 
 
-def numa_nodes(root: Path = Path("/sys/devices/system/node")) -> int:
-    try:
-        return max(1, len([p for p in root.iterdir() if p.name.startswith("node") and p.name[4:].isdigit()]))
-    except OSError:
-        return 1
+def numa_nodes() -> int:
+    from .topologies.host import node_cpus
+
+    return len(node_cpus()) or 1
 
 
 def stream(cpus: int) -> Study:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from vnetbench import procs
 from vnetbench.errors import LaunchError, UsageError
 from vnetbench.procs import kill  # noqa: F401 (teardown's and cleanup's kill)
 
@@ -127,26 +128,12 @@ def make_uts(path: str, hostname: str) -> None:
 
 def mounted(path: str) -> bool:
     target = os.path.realpath(path)
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            if line.split()[4] == target:
-                return True
-    except OSError:
-        pass
-    return False
+    return any(point == target for point, _ in procs.mounts())
 
 
 def mounts_under(folder: Path) -> list[str]:
     prefix = str(folder).rstrip("/") + "/"
-    found = []
-    try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            target = line.split()[4]
-            if target.startswith(prefix):
-                found.append(target)
-    except OSError:
-        pass
-    return found
+    return [point for point, _ in procs.mounts() if point.startswith(prefix)]
 
 
 def unmount(path: str) -> None:

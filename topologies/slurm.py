@@ -270,9 +270,37 @@ def _shown(free: dict) -> str:
     return ", ".join(f"{leaf}: {len(nodes)} node(s)" for leaf, nodes in free.items())
 
 
+@functools.cache
+def version() -> str:
+    """This site's Slurm version as its commands say it (``slurm 22.05.8``)."""
+    return slurm_cmd("scontrol", "--version").strip()
+
+
+def leaf_switches() -> dict[str, list[str]]:
+    """Slurm's leaf switches (level 0 of ``scontrol show topology``) and their nodes; {} without topology/tree."""
+    leaves = {}
+    for line in slurm_cmd("scontrol", "show", "topology", check=False).splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if fields.get("Level") == "0" and "SwitchName" in fields:
+            leaves[fields["SwitchName"]] = hostnames(fields.get("Nodes", ""))
+    return leaves
+
+
+def spanned(nodes: list[str], leaves: dict[str, list[str]]) -> list[str]:
+    """The leaf switches ``nodes`` sit under."""
+    return sorted({leaf for leaf, members in leaves.items() if set(members) & set(nodes)})
+
+
+def job_facts(job_id: str, nodes: list[str], partition: str, slurm_version: str | None,
+              leaves: dict[str, list[str]]) -> dict:
+    """A record's ``topology.slurm``: the job that ran it, its nodes, Slurm's version, the partition and
+    the leaf switches the nodes span (one home for ok records and the failures a batch job leaves)."""
+    return {"job_id": job_id, "nodes": nodes, "version": slurm_version, "partition": partition,
+            "switches": spanned(nodes, leaves)}
+
+
 def discover(partition: str) -> Cluster:
     """The partition's nodes and leaf switches, from sinfo and ``scontrol show topology``."""
-    version = slurm_cmd("scontrol", "--version").strip()
     out = slurm_cmd("sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T|%c|%o")
     nodes = {}
     for line in out.splitlines():
@@ -283,14 +311,9 @@ def discover(partition: str) -> Cluster:
         names = slurm_cmd("sinfo", "-h", "-o", "%R").split()
         raise UsageError(f"--topology slurm:{partition}: no such partition, or it has no nodes; "
                          f"partitions: {', '.join(names) or 'none'}")
-    leaves = {}
-    for line in slurm_cmd("scontrol", "show", "topology", check=False).splitlines():
-        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
-        if fields.get("Level") == "0" and "SwitchName" in fields:
-            members = [n for n in hostnames(fields.get("Nodes", "")) if n in nodes]
-            if members:
-                leaves[fields["SwitchName"]] = members
-    return Cluster(partition=partition, nodes=nodes, leaves=leaves, version=version)
+    leaves = {leaf: [n for n in members if n in nodes] for leaf, members in leaf_switches().items()}
+    return Cluster(partition=partition, nodes=nodes, leaves={leaf: m for leaf, m in leaves.items() if m},
+                   version=version())
 
 
 # ---- what starts the ranks -----------------------------------------------------------------------
@@ -400,6 +423,7 @@ class SlurmRealised(Realised):
                              f"submit batch jobs, other commands need one (salloc -p {topology.partition} ...)")
         self.alloc = allocation()
         self.cluster = discover(topology.partition)
+        check_allocation(topology, self.alloc, self.cluster)
 
     def cpus(self) -> list[int]:
         """The CPUs the allocation holds on each of its nodes (else the nodes' own)."""
@@ -440,11 +464,25 @@ class SlurmRealised(Realised):
 
     def describe(self) -> dict:
         described = super().describe()
-        nodes = self.alloc["nodes"]
-        described["slurm"] = {"job_id": self.alloc["job_id"], "nodes": nodes, "version": self.cluster.version,
-                              "partition": self.alloc["partition"] or self.topology.partition,
-                              "switches": sorted({s for s in map(self.cluster.switch_of, nodes) if s})}
+        described["slurm"] = job_facts(self.alloc["job_id"], self.alloc["nodes"],
+                                       self.alloc["partition"] or self.topology.partition, self.cluster.version,
+                                       self.cluster.leaves)
         return described
+
+
+def check_allocation(topology: SlurmTopology, alloc: dict, cluster: Cluster) -> None:
+    """UsageError when the allocation is not the layout the topology names (its node count, the leaf
+    switches its nodes span): a record named ...-2nodes-2switches must not come from one switch."""
+    nodes = alloc["nodes"]
+    span = spanned(nodes, cluster.leaves)
+    wrong_nodes = topology.nodes is not None and len(nodes) != topology.nodes
+    wrong_switches = topology.switches is not None and len(span) != topology.switches
+    if wrong_nodes or wrong_switches:
+        asked = " on ".join(filter(None, [f"{topology.nodes} node(s)" if topology.nodes else "",
+                                          f"{topology.switches} leaf switch(es)" if topology.switches else ""]))
+        has = f"{len(nodes)} node(s) on {len(span)} leaf switch(es)" + (f" ({', '.join(span)})" if span else "")
+        raise UsageError(f"topology {topology.name} asks for {asked}; allocation {alloc['job_id']} has {has}: "
+                         f"{', '.join(nodes)}")
 
 
 def preview(topology: SlurmTopology) -> dict:

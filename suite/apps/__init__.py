@@ -5,6 +5,7 @@
 - ``parsers``: the built-in readers of OSU, IMB and LAMMPS output, registered by name;
 - ``run.run_app(app, ranks, ...)``: repetitions on a topology, each one record in the store;
 - ``wrapper``: the rank side (placement seen from inside the rank, then exec of the program);
+- ``worldsize``: the world-size guard (a preloaded shim notes the world each MPI process joined);
 - ``workload``: the kernel contract (metrics, table, headline) filled from a record's declaration.
 """
 

@@ -172,9 +172,9 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
         count = {"total": len(plan.jobs), "failed": 0}
         running, done = {}, set()  # job -> its description; jobs finished
 
-        def show():
+        def show(prefix=""):
             pending = count["total"] - len(running) - len(done)
-            counts = f"{pending} pending, {len(running)} running, {len(done)} done"
+            counts = f"{prefix}{pending} pending, {len(running)} running, {len(done)} done"
             # one run at a time (the local backends): which one
             progress.update(task, description=f"{counts}: {next(iter(running.values()))}" if len(running) == 1
                             else counts)
@@ -211,7 +211,8 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
                           on_finish=on_finish, say=lambda text: console.print(f"vnetbench: {text}", markup=False))
         except FailFast:
             outcome.stopped = len(done) < count["total"]  # the last run failing stops nothing
-        progress.update(task, description="stopped by --fail-fast" if outcome.stopped else "done")
+        # the last description stays on the screen (and is all a log of a non-terminal stderr shows)
+        show("stopped by --fail-fast: " if outcome.stopped else "")
     return outcome
 
 
