@@ -128,7 +128,9 @@ class App:
         first = self.spec.command[0]
         if "/" in first:
             path = Path(first) if Path(first).is_absolute() else self.folder / first
-            return str(path.resolve())
+            # absolute, but not through symlinks: a venv's bin/python is a symlink, and the interpreter
+            # it points to, started by its own path, is not in the venv (no mpi4py there)
+            return os.path.abspath(path)
         return shutil.which(first) or first
 
     def definition_hash(self) -> str:

@@ -105,6 +105,12 @@ def test_only_arguments_naming_something_beside_the_yaml_are_resolved_and_checke
     app.check_startable()
     assert app.argv() == [str(tmp_path / "script.sh"), "-log", "logs/run.log", "-in", str(tmp_path / "inputs/data.lj"),
                           "/nonexistent-vnb/out.txt", "out/", "echo 1 > /tmp/x/out.txt", str(tmp_path / "inputs")]
+    # a program given by a path that is a symlink (a venv's bin/python) keeps that path
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(tmp_path / "script.sh")
+    assert apps.adhoc([str(tmp_path / "bin" / "python")]).program() == str(tmp_path / "bin" / "python")
+    assert apps.load(write(tmp_path, "name: py\ncommand: [bin/../bin/python]\n")).program() == \
+        str(tmp_path / "bin" / "python")
     # exec --record's definition: the shell line that plain exec runs is not refused
     shell = apps.adhoc(["sh", "-c", "echo 1 > /tmp/x/out.txt"])
     shell.check_startable()
