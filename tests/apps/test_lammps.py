@@ -35,6 +35,10 @@ def test_run_app_records_lammps_metrics_placement_and_provenance(lj_app, store):
     assert record["params"] == {"definition": app["definition_hash"]}
     assert "Total wall time" in record["output_tail"][-1]
     assert "OMP_NUM_THREADS=1" in record["launch"]["command"]
+    # the world-size guard saw both ranks join one world, and names the MPI library lmp loaded
+    assert record["world_guard"]["worlds"] == [2] and record["world_guard"]["ranks_seen"] == [0, 1]
+    assert record["environment"]["mpi_library"].startswith("Open MPI v")
+    assert record["environment"]["versions"]["mpi"].startswith("Open MPI ")
     assert not leftovers(lj_app.parent)
 
 
