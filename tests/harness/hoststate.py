@@ -51,8 +51,10 @@ def network() -> dict:
                             if _considered(a["ifname"]) for i in a.get("addr_info", [])),
         "routes": sorted(json.dumps(r, sort_keys=True) for r in _json("ip", "-j", "-4", "route", "show", "table", "all")
                          if _considered(r.get("dev"))),
+        # /run/netns itself is ip's: the first `ip netns add` on a host bind-mounts it and ip keeps it for
+        # good (so a fresh machine's first topology "adds" it); the namespaces' own mounts under it count
         "mounts": sorted(target for target in (line.split()[4] for line in open("/proc/self/mountinfo"))
-                         if _considered(target)),
+                         if _considered(target) and target != "/run/netns"),
         "cgroups": cgroups,
         "states": sorted(p for p in os.listdir("/run/vnetbench") if not p.startswith("."))
         if os.path.isdir("/run/vnetbench") else [],
