@@ -1,7 +1,7 @@
 /* The world-size guard: an LD_PRELOAD shim that notes the world each MPI process joined.
  *
- * It defines MPI_Init and MPI_Init_thread (and the Fortran mpi_init_ / mpi_init_thread_ of gfortran's
- * naming), calls the real ones, then asks the same MPI library for the size of MPI_COMM_WORLD, the
+ * It defines MPI_Init and MPI_Init_thread (and Fortran's mpi_init_, mpi_init_thread_, mpi_init_f08_ and
+ * mpi_init_thread_f08_), calls the real ones, then asks the same MPI library for the size of MPI_COMM_WORLD, the
  * process's rank in it and MPI_Get_library_version, and writes them as one JSON object to a file of its
  * own in $VNETBENCH_WORLD_DIR. vnetbench reads those files after the job: a program started by a
  * launcher of another MPI runs as N singletons ("rank 0 of 1") and exits 0, which only the ranks can see.
@@ -9,7 +9,8 @@
  * Built without MPI headers, so that one build serves every MPI: MPI_COMM_WORLD is Open MPI's
  * &ompi_mpi_comm_world or the MPICH ABI family's integer handle 0x44000000 (MPICH, Intel MPI, MVAPICH,
  * Cray MPICH), told apart by the library's own symbols. Nothing here may disturb the program: every
- * failure to observe is silent, and the real call's result is returned unchanged.
+ * failure to observe is silent, and the real call's result is returned unchanged (only a process whose
+ * real MPI_Init cannot be found at all is stopped, saying so: there is nothing to call).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
