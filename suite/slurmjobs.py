@@ -266,12 +266,20 @@ def run(topology, kernel: str, params: dict, ranks: int, *, repeat: int, timeout
 def main(argv: list[str]) -> int:
     """In the batch job: run the request on this allocation."""
     from vnetbench import runner, topologies
+    from vnetbench.errors import Interrupted, interrupt_on_signals
 
+    # Slurm ends a job (time limit, scancel, a failed node) with SIGTERM, SIGKILL following after KillWait:
+    # unwind as the CLI does, so that the ranks' job is ended and its directory (/run, /dev/shm) removed
+    interrupt_on_signals()
     request = json.loads(Path(argv[0]).read_text())
     topology = topologies.load(request["topology"])
-    records = runner.run_kernel(request["kernel"], request["params"], request["ranks"], topology=topology,
-                      repeat=request["repeat"], store=request["store"], timeout=request["timeout"],
-                      bind=request["bind"], rank_options=request["rank_options"], mpi=request["mpi"])
+    try:
+        records = runner.run_kernel(request["kernel"], request["params"], request["ranks"], topology=topology,
+                                    repeat=request["repeat"], store=request["store"], timeout=request["timeout"],
+                                    bind=request["bind"], rank_options=request["rank_options"], mpi=request["mpi"])
+    except Interrupted as exc:
+        print(f"vnetbench: interrupted by signal {exc.signum}", file=sys.stderr)
+        return 128 + exc.signum
     # a failed run fails the job: Slurm's state (FAILED) then says what the records say
     return 0 if all(record["status"] == "ok" for record in records) else 1
 
