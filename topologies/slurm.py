@@ -272,7 +272,7 @@ def _shown(free: dict) -> str:
 
 @functools.cache
 def version() -> str:
-    """This site's Slurm version as its commands say it (``slurm 22.05.8``)."""
+    """This site's Slurm version as its commands say it (Debian's: ``slurm-wlm 22.05.8``)."""
     return slurm_cmd("scontrol", "--version").strip()
 
 

@@ -1,9 +1,11 @@
 """The slurm backend's spec, layouts and job-state mapping (no cluster needed: the Slurm tier runs a real one)."""
 
+import json
+
 import pytest
 
 from vnetbench.errors import UsageError
-from vnetbench.slurmjobs import effective_state, status_of
+from vnetbench.slurmjobs import effective_state, from_work_dir, parse_sacct, status_of
 from vnetbench.topologies import slurm
 
 
@@ -21,7 +23,6 @@ def test_refs_and_yaml_are_validated_naming_the_field():
         slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "soon"})
     t = slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "10:00", "qos": "hi"})
     assert t.sbatch_options() == ["--partition=p", "--time=10:00", "--qos=hi"]
-
 
 
 def test_the_launcher_is_named_after_at_or_in_yaml_and_srun_renders_the_intent():
@@ -68,3 +69,53 @@ def test_job_states_map_to_statuses(tmp_path):
     out.write_text("slurmstepd-n0: error: *** JOB 7 ON n0 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***\n")
     assert effective_state("FAILED", out) == "TIMEOUT"
     assert effective_state("FAILED", tmp_path / "missing") == "FAILED"
+
+
+def test_an_allocation_that_is_not_the_layout_asked_for_is_refused_naming_both():
+    c = cluster({"s0": ["a", "b"], "s1": ["c", "d"]})
+    one_switch = {"job_id": "7", "nodes": ["a", "b"]}
+    slurm.check_allocation(slurm.parse_ref("slurm:p/2nodes-1switch"), one_switch, c)
+    slurm.check_allocation(slurm.parse_ref("slurm:p"), one_switch, c)  # no layout asked: any allocation
+    with pytest.raises(UsageError) as refused:
+        slurm.check_allocation(slurm.parse_ref("slurm:p/2nodes-2switches"), one_switch, c)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "asks for 2 node(s) on 2 leaf switch(es)" in message
+    assert "allocation 7 has 2 node(s) on 1 leaf switch(es) (s0): a, b" in message
+    with pytest.raises(UsageError, match="asks for 2 node.s. on 2 leaf .*has 3 node.s. on 2 leaf"):
+        slurm.check_allocation(slurm.parse_ref("slurm:p/2nodes-2switches"), {"job_id": "8", "nodes": ["a", "b", "c"]},
+                               c)
+    three = slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "nodes": 3})
+    with pytest.raises(UsageError, match="asks for 3 node.s.; allocation 9 has 2 node.s. on 2 leaf"):
+        slurm.check_allocation(three, {"job_id": "9", "nodes": ["a", "c"]}, c)
+
+
+def test_job_facts_name_the_switches_the_nodes_span():
+    leaves = {"s0": ["a", "b"], "s1": ["c", "d"], "s2": ["e"]}
+    facts = slurm.job_facts("5", ["c", "a"], "p", "slurm 22.05.8", leaves)
+    assert facts == {"job_id": "5", "nodes": ["c", "a"], "version": "slurm 22.05.8", "partition": "p",
+                     "switches": ["s0", "s1"]}
+
+
+def test_sacct_rows_read_as_scontrol_facts():
+    text = "41|CANCELLED by 0|0:0|n[0-1]|batch|None\n41.batch|CANCELLED|0:15|n0||\n"
+    assert parse_sacct(text, "41") == {"JobState": "CANCELLED", "ExitCode": "0:0", "NodeList": "n[0-1]",
+                                       "Partition": "batch", "Reason": "None"}
+    assert parse_sacct(text, "42") == {}
+    assert parse_sacct("", "41") == {}
+
+
+def test_a_forgotten_jobs_work_directory_says_how_it_ended(tmp_path):
+    assert from_work_dir("3", tmp_path) == {}  # never started: nothing of it there
+    (tmp_path / "request.json").write_text("{}")
+    assert from_work_dir("3", tmp_path) == {}
+    inner = {"slurm": {"job_id": "3", "nodes": ["a", "c"], "partition": "p"}}
+    (tmp_path / "records.jsonl").write_text(json.dumps({"status": "ok", "topology": inner}) + "\n{\"status\": \"o")
+    ended = from_work_dir("3", tmp_path)
+    assert (ended["JobState"], ended["NodeList"], ended["Partition"]) == ("COMPLETED", "a,c", "p")
+    assert "no longer knows job 3" in ended["Reason"]
+    (tmp_path / "records.jsonl").write_text(json.dumps({"status": "failed", "topology": inner}) + "\n")
+    assert from_work_dir("3", tmp_path)["JobState"] == "FAILED"
+    (tmp_path / "records.jsonl").unlink()
+    (tmp_path / "job.out").write_text("Traceback ...\n")  # it ran, and left no record
+    assert from_work_dir("3", tmp_path)["JobState"] == "FAILED"
