@@ -193,7 +193,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
                 count["total"] -= 1
                 outcome.not_run.append(what)
                 progress.update(task, total=count["total"])
-                console.print(f"vnetbench: {what}: cancelled outside the sweep: not run", markup=False)
+                tell(f"{what}: cancelled outside the sweep: not run")
                 show()
                 return
             records.append(record)
@@ -202,13 +202,17 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
             progress.update(task, advance=1, failed=count["failed"])
             show()
             detail = "" if record["status"] == "ok" else f": {record['validation'].get('detail', '')[:300]}"
-            console.print(f"vnetbench: {what}: {record['status']}{detail}", markup=False)
+            tell(f"{what}: {record['status']}{detail}")
             if fail_fast and record["status"] != "ok":
                 raise FailFast(what)
 
+        def tell(text):
+            # soft_wrap: a line stays one line in a log (a wrapped job id or path is found by no grep)
+            console.print(f"vnetbench: {text}", markup=False, soft_wrap=True)
+
         try:
             sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
-                          on_finish=on_finish, say=lambda text: console.print(f"vnetbench: {text}", markup=False))
+                          on_finish=on_finish, say=tell)
         except FailFast:
             outcome.stopped = len(done) < count["total"]  # the last run failing stops nothing
         # the last description stays on the screen (and is all a log of a non-terminal stderr shows)
