@@ -111,6 +111,11 @@ class SlurmCluster(Lifecycle):
     def leaf_switches(self) -> list[str]:
         return [f"{PREFIX}{self.tag}s{k}" for k in range(self.switches)]
 
+    @property
+    def version(self) -> str:
+        """The installed Slurm's version as its commands print it (Debian's: ``slurm-wlm 22.05.8``)."""
+        return self.slurm("sinfo", "--version").stdout.strip()
+
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
 

@@ -1,6 +1,7 @@
 """The slurm backend on a real Slurm cluster: jobs submitted, placed by Slurm's switch tree, their states mapped."""
 
 import json
+import re
 import shlex
 import shutil
 import signal
@@ -44,6 +45,37 @@ def chosen_mpi(tmp_path) -> Path:
     return path
 
 
+def assert_job_facts(cluster, record, job, switches):
+    """The record's topology.slurm names the job, its nodes, Slurm's version, the partition and the switches."""
+    inner = record["topology"]["slurm"]
+    assert inner["job_id"] == job and inner["version"] == cluster.version, inner
+    assert inner["partition"] == cluster.partition and len(inner["nodes"]) == 2, inner
+    assert inner["switches"] == sorted(switches_of(cluster, inner["nodes"])) and len(inner["switches"]) == switches
+
+
+def job_state(cluster, job: str) -> str | None:
+    found = re.search(r"JobState=(\S+)", cluster.slurm("scontrol", "show", "job", "-o", job, check=False).stdout)
+    return found[1] if found else None
+
+
+def block_every_node(cluster, tmp_path) -> str:
+    """A job holding every node, running: jobs submitted now stay pending until it is cancelled."""
+    blocker = cluster.slurm("sbatch", "--parsable", f"--nodes={len(cluster.nodes)}",
+                            f"--partition={cluster.partition}", f"--output={tmp_path / 'blocker.out'}",
+                            "--wrap", "sleep 300").stdout.strip()
+    # only once it runs are the nodes taken (a pending blocker lets backfill start the sweep's jobs first)
+    wait_for(lambda: jobs(cluster).get(blocker) == "RUNNING", 60, "the blocking job running")
+    return blocker
+
+
+def ledger_of(store: Path) -> dict:
+    path = Path(f"{store}.slurm-jobs.json")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def wait_for(predicate, timeout=30.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -60,7 +92,7 @@ def test_show_lists_nodes_and_switches_and_refuses_what_the_partition_lacks(clus
     assert sorted(n["name"] for n in facts["nodes"]) == sorted(n.name for n in cluster.nodes)
     assert {leaf: sorted(m) for leaf, m in facts["switches"].items()} == {
         leaf: sorted(n.name for n in cluster.nodes if n.switch == leaf) for leaf in cluster.leaf_switches}
-    assert facts["version"].split()[-1].startswith("22.") or "slurm" in facts["version"]
+    assert facts["version"] == cluster.version and re.fullmatch(r"slurm\S* \d+\.\d+\.\d+", facts["version"])
     # three nodes under one switch, or on three switches: this partition has neither
     for layout, why in (("3nodes-1switch", "no leaf switch has 3 usable nodes"),
                         ("3nodes-3switches", "3 nodes on 3 switches cannot be had")):
@@ -92,7 +124,7 @@ def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
         slurm = record["slurm"]
         assert slurm["state"] == "COMPLETED" and slurm["job_id"].isdigit()
         inner = record["topology"]["slurm"]
-        assert inner["job_id"] == slurm["job_id"] and "22.05" in inner["version"]
+        assert inner["job_id"] == slurm["job_id"] and inner["version"] == cluster.version
         assert len(inner["nodes"]) == 2 and len(switches_of(cluster, inner["nodes"])) == want
         assert sorted(inner["switches"]) == sorted(switches_of(cluster, inner["nodes"]))
         # the ranks really ran on those nodes (each rank checks its hostname)
@@ -135,6 +167,7 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
                                            cluster.log_tail(12))
     assert record["slurm"]["state"] == "TIMEOUT" and record["slurm"]["job_id"] == job
     assert "TIMEOUT" in record["validation"]["detail"]
+    assert_job_facts(cluster, record, job, switches=1)
     assert "TimeLimit" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout.split("Reason=")[1][:20]
     assert jobs(cluster) == {}
 
@@ -159,6 +192,7 @@ def test_a_node_that_fails_mid_job_fails_the_run_with_slurms_reason(cluster, tmp
         assert record["slurm"]["job_id"] == job
         assert record["slurm"]["state"] in ("NODE_FAIL", "FAILED")
         assert record["slurm"]["state"] in record["validation"]["detail"]
+        assert_job_facts(cluster, record, job, switches=2)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -223,12 +257,7 @@ def test_sweep_across_one_and_two_switches_then_report(cluster, tmp_path):
 
 def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_path):
     store = tmp_path / "results.jsonl"
-    # every node busy: the sweep's jobs stay pending until this job ends
-    blocker = cluster.slurm("sbatch", "--parsable", f"--nodes={len(cluster.nodes)}",
-                            f"--partition={cluster.partition}", f"--output={tmp_path / 'blocker.out'}",
-                            "--wrap", "sleep 300").stdout.strip()
-    # only once it runs are the nodes taken (a pending blocker lets backfill start the sweep's jobs first)
-    wait_for(lambda: jobs(cluster).get(blocker) == "RUNNING", 60, "the blocking job running")
+    blocker = block_every_node(cluster, tmp_path)  # the sweep's jobs stay pending until it ends
     argv = [sys.executable, "-m", "vnetbench", "sweep", "--kernel", "pingpong", "--topologies", layouts(cluster),
             "--ranks", "2", "--repeat", "1", "--store", str(store), *SMOKE]
     proc = subprocess.Popen(argv, env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -253,6 +282,102 @@ def test_sweep_killed_while_jobs_are_pending_resumes_them_by_id(cluster, tmp_pat
             proc.kill()
             proc.wait()
         cluster.slurm("scancel", blocker, check=False)
+
+
+def test_resume_collects_a_job_slurm_forgot_and_resubmits_a_cancelled_one(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    ref = f"slurm:{cluster.partition}/2nodes-1switch"
+    argv = ["sweep", "--kernel", "pingpong", "--topologies", ref, "--ranks", "2", "--repeat", "3", "--store",
+            str(store), *SMOKE]
+    blocker = block_every_node(cluster, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", *argv], env=cluster.env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(ledger_of(store)) == 3, 60, "three jobs submitted")
+        proc.kill()  # no chance to cancel anything: the jobs stay queued
+        proc.wait(timeout=10)
+        entries = sorted(ledger_of(store).values(), key=lambda e: int(e["job_id"]))
+        # the sweep looks at its ledger in repetition order: the held job is found again before the cancelled
+        # one is submitted again (the cue for this test to cancel the held one)
+        (ran, held, cancelled) = [e["job_id"] for e in entries]
+        works = {e["job_id"]: Path(e["work"]) for e in entries}
+        cluster.slurm("scancel", cancelled)  # cancelled before it ran: submitted again
+        cluster.slurm("scontrol", "hold", held)  # pending until this test cancels it: not run
+        cluster.slurm("scancel", blocker)
+        wait_for(lambda: job_state(cluster, ran) == "COMPLETED", 60, f"job {ran} completed")
+        # Slurm forgets an ended job after MinJobAge (600 s on this cluster): the ledger names one it never knew
+        forgotten = str(int(cancelled) + 1000)
+        assert job_state(cluster, forgotten) is None
+        ledger = ledger_of(store)
+        for entry in ledger.values():
+            if entry["job_id"] == ran:
+                entry["job_id"] = forgotten
+        Path(f"{store}.slurm-jobs.json").write_text(json.dumps(ledger))
+        proc = subprocess.Popen([sys.executable, "-m", "vnetbench", *argv, "--resume"], env=cluster.env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # once the cancelled run is submitted again (the held one found again), the held one is cancelled outside
+        wait_for(lambda: {e["job_id"] for e in ledger_of(store).values()} - {held, forgotten, cancelled}, 60,
+                 "the cancelled run submitted again")
+        cluster.slurm("scancel", held)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.slurm("scancel", blocker, held, check=False)
+    assert f"Slurm job {forgotten} ended and Slurm no longer knows it" in err, err[-3000:]
+    assert f"Slurm job {cancelled} was cancelled or left nothing" in err and "found again" in err, err[-3000:]
+    assert "cancelled outside the sweep: not run" in err and "1 not run (cancelled)" in err, err[-3000:]
+    # the held job left the total: the bar ends at two runs of two, none pending
+    assert "0 pending, 0 running, 2 done" in err and "2/2" in err, err[-3000:]
+    records = {r["repetition"]: r for r in map(json.loads, store.read_text().splitlines())}
+    assert sorted(records) == [0, 2] and all(r["status"] == "ok" for r in records.values())
+    # repetition 0 is the forgotten job's own record, collected from its directory, not run again
+    assert records[0]["topology"]["slurm"]["job_id"] == ran and records[0]["slurm"]["job_id"] == forgotten
+    assert records[2]["topology"]["slurm"]["job_id"] not in (ran, cancelled, held)
+    assert not any(path.exists() for path in works.values()), "an old work directory was left"
+    assert not list(tmp_path.glob("results.jsonl.slurm*")), "the sweep left its ledger or job directories"
+
+
+def test_fail_fast_cancels_the_sweeps_remaining_jobs_only(cluster, tmp_path):
+    store = tmp_path / "results.jsonl"
+    mpi = chosen_mpi(tmp_path)
+    blocker = block_every_node(cluster, tmp_path)
+    other = cluster.slurm("sbatch", "--parsable", "-N1", f"--partition={cluster.partition}",
+                          f"--output={tmp_path / 'other.out'}", "--wrap", "sleep 120").stdout.strip()
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "sweep", "--kernel", "pingpong", "--topologies",
+                             layouts(cluster), "--ranks", "2", "--repeat", "2", "--mpi", str(mpi), "--store",
+                             str(store), "--fail-fast", *SMOKE], env=cluster.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(ledger_of(store)) == 4, 60, "four jobs submitted")
+        submitted = sorted(entry["job_id"] for entry in ledger_of(store).values())
+        mpi.unlink()  # the jobs' MPI is gone: each fails as it starts, without a record of its own
+        cluster.slurm("scancel", blocker)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err[-3000:]
+        assert "stopped by --fail-fast" in err
+        records = [json.loads(line) for line in store.read_text().splitlines()]
+        assert records and all(r["status"] == "failed" for r in records), records
+        # the failure made of the job's end says what an ok record says of its job
+        (first, *_) = records
+        job = first["slurm"]["job_id"]
+        assert job in submitted and "no result for this repetition" in first["validation"]["detail"]
+        want = 1 if first["topology"]["name"].endswith("1switch") else 2
+        assert_job_facts(cluster, first, job, switches=want)
+        recorded = {r["slurm"]["job_id"] for r in records}
+        assert len(recorded) < len(submitted)
+        for left in set(submitted) - recorded:
+            wait_for(lambda: job_state(cluster, left) in ("CANCELLED", "FAILED"), 30, f"job {left} ended")
+        assert "CANCELLED" in {job_state(cluster, left) for left in set(submitted) - recorded}
+        assert job_state(cluster, other) in ("PENDING", "RUNNING"), "--fail-fast cancelled a job not its own"
+        assert not list(tmp_path.glob("results.jsonl.slurm*")), "the sweep left its ledger or job directories"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cluster.slurm("scancel", blocker, other, check=False)
 
 
 def test_hosts_check_through_slurm(cluster):
@@ -286,6 +411,8 @@ echo "$SLURM_JOB_ID" > job
 {py} -m vnetbench run allreduce --ranks 3 --topology {ref} --store r.jsonl --json {smoke} > auto.json
 {py} -m vnetbench run allreduce --ranks 3 --topology {ref}@mpirun --store r.jsonl --json {smoke} > mpirun.json
 {py} -m vnetbench exec --topology {ref} --ranks 3 --show -- hostname > exec.out
+{py} -m vnetbench run allreduce --ranks 2 --topology {ref}/2nodes-2switches --store r.jsonl {smoke} 2> refused.err \
+    || echo $? > refused.rc
 """)
     done = subprocess.run(["salloc", "--nodes=2", "--ntasks=3", "--switches=1", f"--partition={cluster.partition}",
                            "sh", str(tmp_path / "inside.sh")], env=cluster.env(), capture_output=True, text=True,
@@ -313,6 +440,11 @@ echo "$SLURM_JOB_ID" > job
     assert len((tmp_path / "exec.out").read_text().split()) == 3
     assert "srun --mpi=pmix" in done.stderr  # --show: exec started its ranks with srun too
     assert len(store.read_text().splitlines()) == 2
+    # a record named ...-2nodes-2switches cannot come from this one-switch allocation
+    refused = (tmp_path / "refused.err").read_text().strip()
+    assert (tmp_path / "refused.rc").read_text().strip() == "2", refused
+    assert len(refused.splitlines()) == 1 and "asks for 2 node(s) on 2 leaf switch(es)" in refused, refused
+    assert f"allocation {job} has 2 node(s) on 1 leaf switch(es)" in refused, refused
 
 
 def test_srun_the_site_cannot_do_is_refused_before_submitting(cluster, tmp_path):
