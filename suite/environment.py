@@ -99,6 +99,18 @@ def mca_settings(environ=None) -> dict:
             if key.startswith(prefixes) and key not in _RUNTIME_MCA}
 
 
+def mpi_name(library_version: str) -> str | None:
+    """MPI_Get_library_version's text as a short name: "Open MPI v5.0.11, package: ..." -> "Open MPI 5.0.11",
+    "MPICH Version:\t4.0.2\nMPICH Release ..." -> "MPICH 4.0.2"; None for no text."""
+    text = (library_version or "").strip("\x00 \n")
+    if not text:
+        return None
+    head = text.splitlines()[0].split(",")[0]
+    if "Open MPI" in head:
+        return f"Open MPI {head.rsplit('v', 1)[-1].strip()}"
+    return " ".join(head.replace("Version:", "").split()) or None
+
+
 def collect(hostnames, mpi_library_version: str | None = None, load_at_start=None) -> dict:
     """The environment record; ``load_at_start``: os.getloadavg() taken before the kernel ran."""
     import numpy
@@ -111,16 +123,10 @@ def collect(hostnames, mpi_library_version: str | None = None, load_at_start=Non
         mpi4py_version = mpi4py.__version__
     except ImportError:
         mpi4py_version = None
-    open_mpi = mpi = None
+    mpi = mpi_name(mpi_library_version) if mpi_library_version else None
+    open_mpi = mpi.removeprefix("Open MPI ") if mpi and mpi.startswith("Open MPI ") else None
     if mpi_library_version:
-        # "Open MPI v5.0.11, package: ..." -> "5.0.11"; "MPICH Version:\t4.0.2\nMPICH Release ..." -> MPICH 4.0.2
         mpi_library_version = mpi_library_version.strip("\x00 \n")
-        head = mpi_library_version.splitlines()[0].split(",")[0]
-        if "Open MPI" in head:
-            open_mpi = head.rsplit("v", 1)[-1].strip()
-            mpi = f"Open MPI {open_mpi}"
-        else:
-            mpi = " ".join(head.replace("Version:", "").split())
     return {
         "hostnames": sorted(set(hostnames)),
         "cpu_model": cpu_model(),

@@ -210,6 +210,14 @@ def work_dir(store) -> Path:
     return Path(tempfile.mkdtemp(prefix="job-", dir=root))
 
 
+def _remove_work(work: Path, store=None) -> None:
+    """Remove a job's directory - only one vnetbench made: ``job-*`` beside the store (a ledger is a file a
+    user can edit or copy, and its paths are not trusted)."""
+    work = Path(work)
+    if work.name.startswith("job-") and (store is None or work.parent == Path(f"{store.path}.slurm")):
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _remove_root(store) -> None:
     if store is None:
         return
@@ -349,18 +357,17 @@ def parse_sacct(text: str, job_id: str) -> dict:
 
 
 def _records(path: Path) -> list[dict]:
-    """The records a job wrote into its store; none when it wrote none."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
+    """The sound records a job wrote into its store (read as any store is: bounded, each record checked;
+    a line cut short by a job killed mid-write is left out); none when it wrote none."""
+    from vnetbench.errors import VnetbenchError
+    from vnetbench.store import Store
+
+    if not path.is_file():
         return []
-    records = []
-    for line in filter(str.strip, lines):
-        try:
-            records.append(json.loads(line))
-        except ValueError:  # a line cut short by a job killed mid-write; the others stand
-            continue
-    return records
+    try:
+        return Store(path).scan()[0]
+    except (OSError, VnetbenchError):
+        return []
 
 
 def from_work_dir(job_id: str, work: Path) -> dict:
@@ -381,12 +388,17 @@ def from_work_dir(job_id: str, work: Path) -> dict:
                       f"{work}"}
 
 
+def _passed(work: Path) -> bool:
+    """Whether a job's work directory holds a passing record."""
+    return any(r.get("status") == "ok" for r in _records(Path(work) / "records.jsonl"))
+
+
 def found_again(job_id: str, work: Path) -> tuple[str, dict | None]:
     """What ``--resume`` does with a job its ledger names: ("wait", None) while Slurm knows it (or does not
     answer); ("collect", how it ended) once Slurm forgot it but its accounting or its work directory says;
     ("resubmit", None) when it was cancelled without a result, or left nothing."""
     state = job_info(job_id).get("JobState")
-    passed = any(r.get("status") == "ok" for r in _records(work / "records.jsonl"))
+    passed = _passed(work)
     if state:
         return ("resubmit", None) if state == "CANCELLED" and not passed else ("wait", None)
     if not forgotten(job_id):
@@ -451,12 +463,20 @@ def _cancel(pending: dict, ledger: dict, path: Path, say) -> None:
         if not left or time.monotonic() > deadline:
             break
         time.sleep(POLL_S)
+    kept = []
     for job_id in ours:
-        if job_id not in left:
-            queued = pending.pop(job_id)
-            shutil.rmtree(queued.work, ignore_errors=True)
-            ledger.pop(queued.key, None)
+        if job_id in left:
+            continue
+        queued = pending.pop(job_id)
+        # a job that ended by itself before the cancel reached it keeps its results for --resume
+        if job_info(job_id).get("JobState") != "CANCELLED" or _passed(queued.work):
+            kept.append(job_id)
+            continue
+        _remove_work(queued.work)
+        ledger.pop(queued.key, None)
     _write_ledger(path, ledger)
+    if kept and say:
+        say(f"Slurm job(s) {', '.join(kept)} ended before the cancel reached them: their results wait for --resume")
     if say:
         say(f"cancelled Slurm job(s) {', '.join(ours)}" + (f"; {', '.join(sorted(left))} still ending, left for "
                                                             f"--resume" if left else ""))
@@ -480,7 +500,7 @@ def _submit_and_collect(plan, jobs, store, path, ledger, pending, on_start, on_f
                 continue
             if say:
                 say(f"{shown} was cancelled or left nothing in {entry['work']}; submitting it again")
-            shutil.rmtree(entry["work"], ignore_errors=True)
+            _remove_work(Path(entry["work"]), store)
             del ledger[key]
             _write_ledger(path, ledger)
         work = work_dir(store)

@@ -71,6 +71,9 @@ def _bounded_run(argv: list[str], env: dict) -> tuple[int, bytes, bytes]:
             if len(out) > MAX_OUTPUT:
                 proc.kill()
             proc.wait()
+        except BaseException:  # Ctrl-C, SIGTERM: Popen's exit would wait for the child without end
+            proc.kill()
+            raise
         finally:
             timer.cancel()
         errors.seek(0)

@@ -95,7 +95,7 @@ def columns(headers: list[str], rows: list[list]) -> str:
     """Plain aligned columns with no rules, as ``ps`` and ``ip`` print them: for listings a person
     scans or a script splits on whitespace (topology list/show/status, hosts check/facts)."""
     rows = [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(str(h)), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(str(h)), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [list(map(str, headers)), *rows])
 

@@ -97,6 +97,12 @@ static void *lookup(void *library, const char *name, int data) {
     return found ? found : real(name, NULL);
 }
 
+/* Whether MPI_Get_library_version's text names an MPI of the MPICH ABI (MPI_COMM_WORLD is 0x44000000). */
+static int mpich_family(const char *version) {
+    return strstr(version, "MPICH") || strstr(version, "MVAPICH") || strstr(version, "Intel(R) MPI") ||
+           strstr(version, "Intel MPI");
+}
+
 /* The world this process joined, from the library that defines ``mpi_function`` (its real MPI_Init),
  * when it is known. */
 static void observe(void *mpi_function, const char *how) {
@@ -123,7 +129,14 @@ static void observe(void *mpi_function, const char *how) {
     }
     int size = -1, rank = -1, spawned = 0, length = 0;
     static char version[LIBRARY_MAX + 1];
+    /* the same signature in every ABI: asked first, it says which ABI the handles below must follow */
+    if (version_fn && ((int (*)(char *, int *))version_fn)(version, &length) == 0 && length >= 0)
+        version[length < LIBRARY_MAX ? length : LIBRARY_MAX] = '\0';
+    else
+        version[0] = '\0';
+    const char *abi = "unknown";
     if (ompi_world) { /* Open MPI: a communicator is a pointer */
+        abi = "openmpi";
         if (size_fn)
             ((int (*)(void *, int *))size_fn)(ompi_world, &size);
         if (rank_fn)
@@ -131,7 +144,8 @@ static void observe(void *mpi_function, const char *how) {
         void *parent = NULL;
         if (parent_fn && ompi_null && ((int (*)(void **))parent_fn)(&parent) == 0)
             spawned = parent != NULL && parent != ompi_null;
-    } else { /* the MPICH ABI family: a communicator is an int */
+    } else if (mpich_family(version)) { /* the MPICH ABI family: a communicator is an int */
+        abi = "mpich";
         if (size_fn)
             ((int (*)(int, int *))size_fn)(MPICH_COMM_WORLD, &size);
         if (rank_fn)
@@ -139,11 +153,8 @@ static void observe(void *mpi_function, const char *how) {
         int parent = MPICH_COMM_NULL;
         if (parent_fn && ((int (*)(int *))parent_fn)(&parent) == 0)
             spawned = parent != MPICH_COMM_NULL;
-    }
-    if (version_fn && ((int (*)(char *, int *))version_fn)(version, &length) == 0 && length >= 0)
-        version[length < LIBRARY_MAX ? length : LIBRARY_MAX] = '\0';
-    else
-        version[0] = '\0';
+    } /* else an ABI whose handles are not known here (MPICH's standard ABI, MPItrampoline): a guessed handle
+       could abort the program, so the world is left unasked (-1) and the host reads it as not observed */
     if (library)
         dlclose(library);
 
@@ -166,7 +177,7 @@ static void observe(void *mpi_function, const char *how) {
     fprintf(out, "{\"schema\": 1, \"world\": %d, \"rank\": %d, \"spawned\": %s, \"pid\": %ld, \"host\": ", size,
             rank, spawned ? "true" : "false", (long)getpid());
     put_json_string(out, host);
-    fprintf(out, ", \"abi\": \"%s\", \"init\": \"%s\", \"library\": ", ompi_world ? "openmpi" : "mpich", how);
+    fprintf(out, ", \"abi\": \"%s\", \"init\": \"%s\", \"library\": ", abi, how);
     put_json_string(out, version);
     fputs("}\n", out);
     if (fclose(out) == 0)

@@ -16,8 +16,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vnetbench.errors import LaunchError
+from vnetbench.errors import LaunchError, SpecError
 from vnetbench.rundir import private_dir, state_root
+from vnetbench.topologies.files import open_regular
 
 SOURCE = Path(__file__).with_name("worldsize.c")
 DIR_ENV = "VNETBENCH_WORLD_DIR"  # where the shim writes; the wrapper sets it for the program
@@ -59,9 +60,10 @@ def build(cc: str = "cc", cache: Path | None = None) -> Guard:
             private_dir(folder)
     except (OSError, LaunchError) as exc:
         return Guard(None, f"cannot create {cache}: {exc}")
-    fd, temp = tempfile.mkstemp(prefix=".worldsize-", suffix=".so", dir=cache)
-    os.close(fd)
+    temp = None
     try:
+        fd, temp = tempfile.mkstemp(prefix=".worldsize-", suffix=".so", dir=cache)
+        os.close(fd)
         done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", temp, str(SOURCE), "-ldl"],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
         if done.returncode != 0:
@@ -72,7 +74,7 @@ def build(cc: str = "cc", cache: Path | None = None) -> Guard:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Guard(None, f"{compiler} could not build the world-size guard: {exc}")
     finally:
-        if os.path.exists(temp):
+        if temp and os.path.exists(temp):
             os.unlink(temp)
     return Guard(str(target))
 
@@ -86,10 +88,10 @@ def read(job_dir) -> list[dict]:
         return []
     out = []
     for name in names:
-        try:
-            with open(folder / name, "rb") as handle:
+        try:  # names the program's processes chose: a FIFO or device there is refused, not waited on
+            with open_regular(folder / name, name) as handle:
                 seen = json.loads(handle.read(MAX_FILE))
-        except (OSError, ValueError):
+        except (OSError, ValueError, SpecError):
             continue
         if isinstance(seen, dict) and isinstance(seen.get("world"), int):
             out.append(seen)
@@ -116,8 +118,13 @@ def judge(guard: Guard, seen: list[dict], ranks: int, launcher) -> Verdict:
                "linked statically, or ranks on hosts that do not share this host's files")
         return Verdict({**guard.describe(), "observed": False, "reason": why},
                        notes=["world size not observed (no process called MPI_Init)"])
-    # processes started by MPI_Comm_spawn join a world of their own: only the launched ones count
-    launched = [s for s in seen if not s.get("spawned")]
+    # processes started by MPI_Comm_spawn join a world of their own: only the launched ones count; an MPI
+    # whose ABI the shim does not know leaves its world unasked (-1)
+    launched = [s for s in seen if not s.get("spawned") and s["world"] >= 1]
+    if not launched:
+        why = f"the program's MPI is of an ABI the guard does not know ({_short(seen[0].get('library') or '')})"
+        return Verdict({**guard.describe(), "observed": False, "reason": why},
+                       library=seen[0].get("library") or None, notes=[f"world size not observed: {why}"])
     worlds = sorted({s["world"] for s in launched})
     libraries = sorted({s.get("library") or "" for s in launched} - {""})
     record = {**guard.describe(), "observed": True, "processes": len(launched), "worlds": worlds,
@@ -127,9 +134,12 @@ def judge(guard: Guard, seen: list[dict], ranks: int, launcher) -> Verdict:
                    None)
     if len(libraries) > 1:
         record["libraries"] = libraries
+    # N singletons never include a world of N; a helper process that starts MPI alone beside the job's
+    # ranks (a pre- or post-step of a script, a spawned worker importing mpi4py) is noted, not failed
     wrong = [world for world in worlds if world != ranks]
-    if not wrong:
-        return Verdict(record, library=library)
+    if ranks in worlds:
+        notes = [f"processes outside the job's world of {ranks} also started MPI (worlds {wrong})"] if wrong else []
+        return Verdict(record, library=library, notes=notes)
     sizes = " and ".join(map(str, wrong))
     problem = (f"the program's ranks saw a world of {sizes}, not {ranks}: were they started by a launcher of "
                f"another MPI? (launcher: {launcher}")
@@ -138,5 +148,6 @@ def judge(guard: Guard, seen: list[dict], ranks: int, launcher) -> Verdict:
 
 
 def _short(library: str) -> str:
-    head = library.strip().splitlines()[0].split(",")[0] if library.strip() else ""
-    return " ".join(head.replace("Version:", "").split()) or "an unnamed MPI library"
+    from ..environment import mpi_name
+
+    return mpi_name(library) or "an unnamed MPI library"

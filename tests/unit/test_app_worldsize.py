@@ -43,6 +43,21 @@ def test_spawned_processes_join_worlds_of_their_own_and_do_not_count():
     assert verdict.problem is None and verdict.record["spawned"] == 1 and verdict.record["worlds"] == [2]
 
 
+def test_a_helper_process_that_starts_mpi_alone_beside_the_ranks_is_noted_not_failed():
+    # a script's pre-step (or a worker importing mpi4py) inherits the preload and joins a world of 1
+    verdict = worldsize.judge(BUILT, [seen(2, 0), seen(2, 1), seen(1, 0)], 2, Launcher())
+    assert verdict.problem is None and verdict.record["worlds"] == [1, 2]
+    assert any("also started MPI" in note for note in verdict.notes)
+
+
+def test_an_mpi_of_an_abi_the_shim_does_not_know_is_not_observed_and_not_failed():
+    other = "Some MPI 1.0 (standard ABI)"
+    verdict = worldsize.judge(BUILT, [seen(-1, -1, other, abi="unknown"), seen(-1, -1, other, abi="unknown")], 2,
+                              Launcher())
+    assert verdict.problem is None and verdict.record["observed"] is False
+    assert "ABI the guard does not know (Some MPI 1.0 (standard ABI))" in verdict.record["reason"]
+
+
 def test_a_program_that_never_calls_mpi_init_is_not_observed_and_not_failed():
     verdict = worldsize.judge(BUILT, [], 2, Launcher())
     assert verdict.problem is None and verdict.library is None
@@ -67,6 +82,7 @@ def test_read_takes_the_files_it_can_read(tmp_path):
     (folder / "vm-2.json").write_text('{"world": ')  # cut short
     (folder / "vm-3.json.tmp").write_text(json.dumps(seen(2, 1)))  # not yet renamed
     (folder / "vm-4.json").write_text('["not", "an", "object"]')
+    os.mkfifo(folder / "vm-5.json")  # a name the program chose: refused, never waited on
     assert worldsize.read(tmp_path) == [seen(2, 0)]
     assert worldsize.read(tmp_path / "nothing") == []
 

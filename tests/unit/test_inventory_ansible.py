@@ -139,3 +139,35 @@ def test_a_plugin_that_prints_without_end_is_cut_at_the_bound(tmp_path, monkeypa
     monkeypatch.setattr(ansible_inventory, "MAX_OUTPUT", 1 << 20)
     returncode, out, _ = ansible_inventory._bounded_run([str(script)], dict(os.environ))
     assert returncode != 0 and len(out) == (1 << 20) + 1
+
+
+def test_a_plugin_that_never_answers_is_killed_at_the_timeout(tmp_path, monkeypatch):
+    script = tmp_path / "stuck.py"
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(ansible_inventory, "TIMEOUT_S", 0.5)
+    returncode, out, _ = ansible_inventory._bounded_run([str(script)], dict(os.environ))
+    assert returncode == -9 and out == b""
+
+
+def test_an_interrupt_kills_the_plugin_rather_than_waiting_for_it(tmp_path):
+    import signal
+    import threading
+    import time
+
+    script, pid_file = tmp_path / "stuck.py", tmp_path / "pid"
+    script.write_text(f"#!{sys.executable}\nimport os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                      "time.sleep(60)\n")
+    script.chmod(0o755)
+
+    def interrupt():  # once the child runs, so that the interrupt lands inside _bounded_run
+        while not (pid_file.exists() and pid_file.read_text()):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        ansible_inventory._bounded_run([str(script)], dict(os.environ))
+    assert time.monotonic() - started < 30  # not the child's 60 s: it was killed, not waited for
+    assert not os.path.exists(f"/proc/{pid_file.read_text()}")  # and reaped

@@ -1,12 +1,17 @@
 """The slurm backend's spec, layouts and job-state mapping (no cluster needed: the Slurm tier runs a real one)."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from vnetbench.errors import UsageError
 from vnetbench.slurmjobs import effective_state, from_work_dir, parse_sacct, status_of
 from vnetbench.topologies import slurm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "data" / "stores"))
+import craft  # noqa: E402
 
 
 def test_refs_and_yaml_are_validated_naming_the_field():
@@ -109,12 +114,19 @@ def test_a_forgotten_jobs_work_directory_says_how_it_ended(tmp_path):
     assert from_work_dir("3", tmp_path) == {}  # never started: nothing of it there
     (tmp_path / "request.json").write_text("{}")
     assert from_work_dir("3", tmp_path) == {}
-    inner = {"slurm": {"job_id": "3", "nodes": ["a", "c"], "partition": "p"}}
-    (tmp_path / "records.jsonl").write_text(json.dumps({"status": "ok", "topology": inner}) + "\n{\"status\": \"o")
+    slurm_facts = {"job_id": "3", "nodes": ["a", "c"], "partition": "p"}
+
+    def record(status):  # a whole record, as the job's run stores it (the store's checks read it)
+        made = craft.record("halo", "slurm-p", 2, 0, {"elapsed_s": 1.0}, status=status)
+        made["topology"] = {**made["topology"], "backend": "slurm", "slurm": slurm_facts}
+        return json.dumps(made)
+
+    # the last line cut short: a job killed mid-write
+    (tmp_path / "records.jsonl").write_text(record("ok") + "\n{\"status\": \"o")
     ended = from_work_dir("3", tmp_path)
     assert (ended["JobState"], ended["NodeList"], ended["Partition"]) == ("COMPLETED", "a,c", "p")
     assert "no longer knows job 3" in ended["Reason"]
-    (tmp_path / "records.jsonl").write_text(json.dumps({"status": "failed", "topology": inner}) + "\n")
+    (tmp_path / "records.jsonl").write_text(record("failed") + "\n")
     assert from_work_dir("3", tmp_path)["JobState"] == "FAILED"
     (tmp_path / "records.jsonl").unlink()
     (tmp_path / "job.out").write_text("Traceback ...\n")  # it ran, and left no record
