@@ -78,8 +78,10 @@ def hierarchy() -> dict:
         controls[folder] = read(Path(folder) / "cgroup.subtree_control")
         found += [os.path.join(folder, d) for d in dirs if OURS.match(d)]
         dirs[:] = [d for d in dirs if not OURS.match(d)]
+    # .lock and .cache stay by design: the state lock, and the world-size shim an application run builds once
+    kept = (".lock", ".cache")
     return {"ours": sorted(found), "subtree_control": controls,
-            "run_dir": sorted(n for n in os.listdir(RUN_DIR) if n != ".lock") if RUN_DIR.is_dir() else [],
+            "run_dir": sorted(n for n in os.listdir(RUN_DIR) if n not in kept) if RUN_DIR.is_dir() else [],
             "namespaces": sorted(n for n in os.listdir("/run/netns") if OURS.match(n))
             if os.path.isdir("/run/netns") else [],
             "links": sorted(n for n in os.listdir("/sys/class/net") if OURS.match(n))}
