@@ -7,6 +7,7 @@ size of its MPI_COMM_WORLD, its rank and MPI_Get_library_version, one JSON file 
 wrapper preloads it; ``judge`` reads the files after the job.
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -44,9 +45,11 @@ def cache_dir() -> Path:
     return state_root() / ".cache"
 
 
+@functools.lru_cache(maxsize=None)
 def build(cc: str = "cc", cache: Path | None = None) -> Guard:
     """The shim, compiled on first use into the per-user cache (atomically: a temp file, then rename);
-    without a C compiler, a Guard saying why there is none."""
+    without a C compiler, a Guard saying why there is none. Asked once per process: every repetition of a
+    sweep asks, and a compile that failed (up to COMPILE_TIMEOUT) is not tried again for each."""
     source = SOURCE.read_bytes()
     cache = cache or cache_dir()
     target = cache / f"worldsize-{hashlib.sha256(source).hexdigest()[:16]}.so"
