@@ -1,39 +1,97 @@
-"""Topologies: specs (presets or YAML), validated, and the backends that realise them.
+"""Topologies: specs (presets, YAML files, backend refs), validated, and the backends that realise them.
 
-- ``load(ref)``: a preset name or a YAML file -> a frozen, validated ``Topology``
-  (``SpecError`` naming the file, line and field when it does not validate);
-- ``realise(topology)``: bring it up (or attach to it if it is up) -> a ``Realised`` context
-  manager whose ``launch(ranks)`` says how mpirun reaches each rank; leaving the context
-  tears down what it brought up, and nothing else;
+- ``load(ref)``: whatever a user typed as ``--topology`` -> a validated topology of some backend:
+  a preset name, ``BACKEND:REST`` (``slurm:batch/2nodes-2switches``, ``hostfile:hosts.txt``), a YAML topology
+  (its ``backend:`` field chooses), or a file a backend claims (an Open MPI hostfile, an Ansible inventory);
+  ``SpecError``/``UsageError`` naming the file, line and field when it does not validate;
+- ``realise(topology)``: bring it up (or attach to it if it is up) -> a ``Realised`` context manager whose
+  ``launch(ranks)`` says how the launcher reaches each rank; leaving the context tears down what it brought
+  up, and nothing else;
 - ``backend(name)``: the class of a registered backend (the interface and how to add one: ``base``);
 - ``PRESETS``: the study's six configurations by name.
 
-The spec model (pydantic) is imported on first use: the launch agent imports this package
-once per VM and per run, and must start fast.
+The spec model (pydantic) is imported on first use: the launch agent imports this package once per VM and
+per run, and a run on ``native`` needs none of it.
 """
 
-from .base import LaunchSpec, Realised, backend, names, register
+import re
+from pathlib import Path
+
+from vnetbench.errors import SpecError, UsageError
+
+from .base import Backend, LaunchSpec, Realised, backend, names, register
 from .intent import Intent
+
+_PREFIX = re.compile(r"([a-z][a-z0-9_-]{1,31}):(.*)", re.S)
+# the head of a file read to tell what it is (a topology YAML or a file a backend claims)
+SNIFF_BYTES = 1 << 20
 
 
 def load(ref: str, what: str = "--topology"):
-    if ref == "native":  # the preset; a file must be given as a path
+    """The topology ``ref`` names (see the module's docstring); ``what`` names where it was typed."""
+    if ref == "native":  # the preset, without the spec model
         from .local import NativeTopology
         from .presets import PRESETS
 
         return NativeTopology(PRESETS["native"])
-    from . import slurm
+    prefixed = _PREFIX.fullmatch(ref)
+    if prefixed and not Path(ref).exists():
+        from .base import prefix_owner
 
-    if slurm.is_slurm(ref):  # slurm:PARTITION or a YAML file with backend: slurm
-        return slurm.load(ref, what=what)
-    from .spec import load_topology
+        owner = prefix_owner(prefixed[1])
+        if owner is None:
+            raise UsageError(f"{what}: {ref!r}: no backend owns refs '{prefixed[1]}:...'; backends: "
+                             f"{', '.join(names())}")
+        return backend(owner, what).load(ref, what)
+    from .presets import PRESETS
 
-    return load_topology(ref, what=what)
+    if ref in PRESETS:
+        data = PRESETS[ref]
+        return backend(data["backend"]).from_data(data, f"preset {ref}", None)
+    path = Path(ref)
+    if not path.is_file():
+        if path.exists():
+            raise UsageError(f"{what}: {ref}: not a regular file")
+        if "/" in ref or ref.endswith((".yaml", ".yml")):
+            raise UsageError(f"{what}: no such file: {ref}")
+        raise UsageError(f"{what}: unknown topology {ref!r}; choose a preset ({', '.join(PRESETS)}), a YAML file "
+                         f"or BACKEND:REF ({', '.join(f'{n}:' for n in names() if n != 'local')})")
+    return load_file(path, what)
+
+
+def load_file(path: Path, what: str = "--topology"):
+    """A topology file: a YAML topology whose ``backend:`` says which backend reads it, else a file a backend
+    claims (a hostfile, an inventory)."""
+    from .files import read_text
+
+    text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)
+    for name in names():
+        cls = backend(name)
+        if cls.claims(path, text):
+            return cls.load(str(path), what)
+    from . import validation
+    from .spec import MAX_SPEC_BYTES
+
+    if len(text.encode()) > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
+    data, lines = validation.parse(text, str(path), "a topology file")
+    if not isinstance(data, dict):
+        from .spec import from_dict
+
+        return from_dict(data, source=str(path), lines=lines)  # the spec model's own error for a non-mapping
+    from .base import DEFAULT_VM_BACKEND
+
+    chosen = data.get("backend", DEFAULT_VM_BACKEND if data.get("vms") else "local")
+    if not isinstance(chosen, str) or chosen not in names():
+        from .spec import from_dict
+
+        return from_dict(data, source=str(path), lines=lines)  # the model names the field and what is allowed
+    return backend(chosen).from_data(data, str(path), lines)
 
 
 def realise(topology) -> Realised:
     """Bring ``topology`` up with its backend (see ``base`` for the interface and the registry)."""
-    return backend(topology.backend, f"topology {topology.name!r}: backend")(topology)
+    return backend(topology.backend, f"topology {topology.name!r}: backend").realise(topology)
 
 
 def __getattr__(name):
@@ -48,5 +106,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Intent", "LaunchSpec", "PRESETS", "Realised", "Topology", "backend", "load", "names", "realise",
-           "register"]
+__all__ = ["Backend", "Intent", "LaunchSpec", "PRESETS", "Realised", "Topology", "backend", "load", "load_file",
+           "names", "realise", "register"]

@@ -1,41 +1,62 @@
-"""The backend interface every topology backend implements, and the one registry the runtime asks.
+"""The backend interface: what every topology backend owns, from the ref a user types to the last cleanup.
 
-How to add a backend (say ``slurm``):
+A backend is one package (or module) of ``vnetbench.topologies`` holding one subclass of ``Backend``
+decorated ``@register("NAME")``, and one line in ``BACKENDS`` below; nothing else in vnetbench names it.
+Its class methods are its life outside a run, its instances are topologies it realised:
 
-1. Write ``topologies/slurm.py`` with a subclass of ``Realised`` decorated ``@register("slurm")``.
-   ``__init__(topology)`` brings the topology up (or attaches to it) and sets ``brought_up``;
-   ``launch(ranks, bind)`` returns a ``LaunchSpec`` whose ``Intent`` says hosts and slots, the launch
-   agent, the subnet MPI traffic stays on, the binding; ``close()`` undoes what ``__init__`` did and
-   nothing else. Override ``check_ranks``, ``health``, ``describe``, and the class-level checks
-   ``preflight`` and ``planned_bind`` where the backend has something to say.
-2. Add one line to ``MODULES`` below (name -> module); the module is imported the first time a
-   topology names that backend, so a backend's imports cost nothing to runs that do not use it.
-3. Add ``tests/unit/test_<name>_backend.py`` (launch intent, refusals) and, where it can run here
-   for real, a test in the tier that has what it needs.
+- refs: ``load(ref)`` for ``NAME:REST`` (and the extra prefixes of its registry line, e.g. the hosts
+  backend's ``hostfile:``), ``claims(path, text)`` for files that are not topology YAML (hostfiles,
+  inventories), ``from_data(data, source, lines)`` for YAML topologies saying ``backend: NAME``;
+- before bring-up (on the loaded topology): ``preflight``, ``planned_bind``, ``cannot_place``,
+  ``check_launcher``, ``preview`` and ``show`` (``topology show``);
+- its life: ``realise`` (bring up or attach; a context manager), ``up``/``down`` (``topology up|down``:
+  left up between runs), ``status`` and ``cleanup`` (what is up, what crashed runs left);
+- hosts: ``check_hosts`` (``hosts check``), where the backend has hosts of its own to check;
+- batch: ``batch(topology)``, a ``Batch`` that submits runs as a scheduler's jobs instead of bringing
+  the topology up in this process (Slurm outside an allocation), or None.
 
-A backend imports nothing above ``vnetbench.topologies`` except the leaf modules ``vnetbench.errors``,
-``vnetbench.procs``, ``vnetbench.registry`` and ``vnetbench.rundir``; launcher flavours read its ``Intent``, it never
-builds another MPI's argv itself.
+Once realised: ``launch(ranks, bind)`` returns a ``LaunchSpec`` whose ``Intent`` says hosts and slots, the
+launch agent, the subnet MPI traffic stays on, the binding (a launcher flavour renders it; a backend never
+builds an MPI's argv); ``check_ranks``, ``health``, ``describe``, ``close``.
+
+A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.errors``,
+``procs``, ``registry``, ``rundir``, ``records`` and ``store``: it is handed what it must run (a batch job's
+command, a workload's request) and never imports the runtime.
+
+Out-of-tree backends register through the ``vnetbench.backends`` entry-point group (name = backend name,
+value = module), found the first time a name is not in ``BACKENDS``.
 """
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
-from vnetbench.registry import Registry
+from vnetbench.errors import UsageError
 
 from .intent import Intent, prrte_args
 
-# backend name -> module of this package that registers it (imported on first use)
-MODULES = {
-    "local": "local",
-    "netns": "netns",
-    "hosts": "hosts",
-    "slurm": "slurm",
+
+@dataclass(frozen=True)
+class Entry:
+    """A backend's registry line: its module (under ``vnetbench.topologies``, or absolute for a plugin)
+    and the ref prefixes it owns besides ``NAME:``."""
+
+    module: str
+    prefixes: tuple[str, ...] = ()
+
+
+# name -> where its backend lives; the order is the order of listings (topology status, cleanup)
+BACKENDS = {
+    "local": Entry("local"),
+    "netns": Entry("netns"),
+    "hosts": Entry("hosts", prefixes=("hostfile", "inventory")),
+    "slurm": Entry("slurm"),
 }
-_BACKENDS = Registry("backend", attribute="backend", modules=MODULES, package=__package__)
+# the backend of a topology spec that has VMs and names none (``vms: emulated`` in the CLI's words)
+DEFAULT_VM_BACKEND = "netns"
 # the most ranks any backend starts, and what --ranks allows
 MAX_RANKS = 4096
+PLUGIN_GROUP = "vnetbench.backends"
 
 
 @dataclass
@@ -74,17 +95,87 @@ class LaunchSpec:
         return self.intent.recorded_mca()
 
 
-class Realised(ABC):
-    """A topology that is up and can launch ranks; a context manager that closes on exit.
+@dataclass
+class HostReport:
+    """What ``check_hosts`` found on one host; ``problems`` empty means the host passed."""
 
-    The runtime (runner, sweep, exec, topology commands) uses only what is declared here.
+    name: str
+    address: str
+    reached: bool = False
+    probe: dict = field(default_factory=dict)
+    clock_offset: float | None = None
+    clock_window: float | None = None  # the offset is known to within +- this many seconds
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.reached and not self.problems
+
+
+class Batch(ABC):
+    """A scheduler that runs what is asked as batch jobs (``Backend.batch``).
+
+    A request is JSON-able data the runtime made (the workload, ranks, repetitions, timeout, the topology's
+    ref, the launcher's path, ...); ``command`` is the argv that runs a request file on the job's first node
+    (the runtime's, appended with the request's path): the backend submits, watches, cancels and collects,
+    and never imports the runtime that made the request.
     """
 
-    backend = "abstract"
+    @abstractmethod
+    def run(self, topology, request: dict, ranks: int, *, command: list[str], store, launcher,
+            on_record: Callable[[dict], None] | None = None) -> list[dict]:
+        """One job running ``request``; wait; append its records to ``store`` (a Store or None), return them."""
+
+    @abstractmethod
+    def sweep(self, items: list, *, command: list[str], store, launcher, resume: bool, on_start=None,
+              on_finish=None, say=None) -> list[dict]:
+        """Every ``BatchItem`` of a sweep submitted at once, collected as they end; ``on_finish(item, None)``
+        for one cancelled outside the sweep."""
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One run of a sweep for ``Batch.sweep``: its topology, request, and the sweep's own job object
+    (handed back to ``on_start``/``on_finish``)."""
+
+    topology: object
+    request: dict
+    ranks: int
+    job: object
+
+
+class Backend(ABC):
+    """A topology backend; an instance is a topology it realised (a context manager that closes on exit).
+
+    The runtime (engine, sweep, commands) uses only what is declared here.
+    """
+
+    backend = "abstract"  # set by @register
     brought_up = False  # True when this object brought the topology up (and close() takes it down)
 
     def __init__(self, topology):
         self.topology = topology
+
+    # ---- refs and specs ------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, ref: str, what: str = "--topology"):
+        """The topology ``ref`` names: ``NAME:REST`` or one of the registry line's prefixes (the whole ref is
+        given). UsageError/SpecError naming ``what`` when it does not load."""
+        raise UsageError(f"{what}: {ref!r}: the {cls.backend} backend takes no such reference")
+
+    @classmethod
+    def claims(cls, path, text: str) -> bool:
+        """``path`` (its first bytes in ``text``) is a file of this backend that is not a topology YAML
+        (a hostfile, an inventory); ``load(str(path))`` then reads it."""
+        return False
+
+    @classmethod
+    def from_data(cls, data: dict, source: str, lines=None):
+        """A YAML topology (already parsed; ``lines`` locate its fields) whose ``backend:`` is this one."""
+        from .spec import from_dict
+
+        return from_dict(data, source=source, lines=lines)
 
     # ---- before bring-up (on the loaded topology) ----------------------------------------
 
@@ -110,13 +201,6 @@ class Realised(ABC):
         ``topology`` (a scheduler whose srun lacks the MPI's PMI); nothing is started."""
 
     @classmethod
-    def batch(cls, topology) -> str | None:
-        """The runtime module (``vnetbench.NAME``, with ``run`` and ``sweep``) that submits runs on
-        ``topology`` as a scheduler's batch jobs instead of bringing it up in this process, or None.
-        Named, not imported: a backend does not import the runtime."""
-        return None
-
-    @classmethod
     def preview(cls, topology) -> dict:
         """What ``topology show --json`` adds to the spec: the topology as this host would realise it."""
         return {}
@@ -125,6 +209,52 @@ class Realised(ABC):
     def show(cls, topology, preview: dict) -> list:
         """``topology show``'s text below its title: lines (str) and tables ((headers, rows))."""
         return [f"backend {cls.backend}"]
+
+    # ---- life outside a run --------------------------------------------------------------
+
+    @classmethod
+    def realise(cls, topology) -> "Backend":
+        """Bring ``topology`` up, or attach to it when it is up; the realised topology."""
+        return cls(topology)
+
+    @classmethod
+    def up(cls, topology) -> list[str]:
+        """``topology up``: bring ``topology`` up and leave it up; lines that say what is up."""
+        raise UsageError(f"topology {topology.name!r} (backend {cls.backend}): there is nothing to bring up; "
+                         f"runs use it as it is")
+
+    @classmethod
+    def down(cls, ref: str, topology=None) -> str | None:
+        """``topology down REF``: take down what ``up`` left up (``topology``: REF loaded, when it loads);
+        what was taken down, or None when nothing of REF was up."""
+        return None
+
+    @classmethod
+    def status(cls) -> list[dict]:
+        """``topology status``: what this backend has up, one dict per topology with at least ``name``, ``id``,
+        ``subnet``, ``vms`` (a count or list), ``age_s`` and ``state`` (a phrase)."""
+        return []
+
+    @classmethod
+    def cleanup(cls, everything: bool = False) -> list[str]:
+        """``topology cleanup``: remove what crashed runs left behind (with ``everything``, also what ``up``
+        left up); what was removed, one phrase each. Cheap and silent where the backend made nothing."""
+        return []
+
+    # ---- hosts and batch -----------------------------------------------------------------
+
+    @classmethod
+    def check_hosts(cls, topology, *, venv: str | None, timeout: float, clock_tolerance: float,
+                    mpi: str | None) -> list[HostReport]:
+        """``hosts check``: can this topology's hosts run vnetbench together; one report per host."""
+        raise UsageError(f"hosts check: topology {topology.name!r} (backend {cls.backend}) has no hosts of its "
+                         f"own to check")
+
+    @classmethod
+    def batch(cls, topology) -> Batch | None:
+        """A Batch that submits runs on ``topology`` as a scheduler's jobs instead of bringing it up in this
+        process, or None."""
+        return None
 
     # ---- once up -------------------------------------------------------------------------
 
@@ -158,6 +288,10 @@ class Realised(ABC):
         self.close()
 
 
+# what the runtime calls a topology that is up
+Realised = Backend
+
+
 def idle_vms(vms: int, ranks: int) -> str | None:
     """``cannot_place`` of a backend whose ``vms`` VMs must each get a rank."""
     if vms and ranks < vms:
@@ -165,11 +299,57 @@ def idle_vms(vms: int, ranks: int) -> str | None:
     return None
 
 
-# ``@register("name")`` on a class: the backend called ``name`` (which must be listed in MODULES)
-register = _BACKENDS.register
-names = _BACKENDS.names
+# ---- the registry -------------------------------------------------------------------------
+
+_CLASSES: dict[str, type[Backend]] = {}
+_PLUGINS: dict[str, Entry] | None = None
 
 
-def backend(name: str, what: str = "backend") -> type[Realised]:
+def register(name: str):
+    """Class decorator: ``cls`` is the backend called ``name`` (listed in BACKENDS or a plugin)."""
+    def add(cls):
+        cls.backend = name
+        _CLASSES[name] = cls
+        return cls
+    return add
+
+
+def _plugins() -> dict[str, Entry]:
+    global _PLUGINS
+    if _PLUGINS is None:
+        from importlib.metadata import entry_points
+
+        _PLUGINS = {ep.name: Entry(ep.value) for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in BACKENDS}
+    return _PLUGINS
+
+
+def entries(with_plugins: bool = True) -> dict[str, Entry]:
+    """Every backend's registry line, in-tree ones first."""
+    return {**BACKENDS, **(_plugins() if with_plugins else {})}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(entries())
+
+
+def prefix_owner(prefix: str) -> str | None:
+    """The backend that owns refs ``PREFIX:...`` (its name, or one of its registry line's prefixes)."""
+    for table in (BACKENDS, None):  # plugins are looked for only when no in-tree backend owns it
+        for name, entry in (table if table is not None else _plugins()).items():
+            if prefix == name or prefix in entry.prefixes:
+                return name
+    return None
+
+
+def backend(name: str, what: str = "backend") -> type[Backend]:
     """The class of the backend called ``name``; UsageError naming the ones available."""
-    return _BACKENDS.get(name, what)
+    if name not in _CLASSES:
+        entry = BACKENDS.get(name) or _plugins().get(name)
+        if entry is None:
+            raise UsageError(f"{what}: {name!r} is not available in this vnetbench; available: {', '.join(names())}")
+        import importlib
+
+        importlib.import_module(entry.module if name not in BACKENDS else f"{__package__}.{entry.module}")
+        if name not in _CLASSES:
+            raise UsageError(f"{what}: {name!r}: module {entry.module} registers no backend of that name")
+    return _CLASSES[name]

@@ -20,9 +20,9 @@ from typing import ClassVar
 from vnetbench.errors import LaunchError, SpecError, UsageError
 
 from .base import LaunchSpec, Realised, idle_vms, register
-from .intent import Intent
+from .intent import Intent, tcp_transport
 from .units import TOPOLOGY_NAME_RE
-from .local import binding
+from .binding import binding
 
 DEFAULT_SWITCH = "default"
 DEFAULT_NAME = "hosts"
@@ -268,6 +268,37 @@ class HostsRealised(Realised):
                 f"{topology.slots} slot(s) on {len(topology.hosts)} host(s)", "",
                 (["HOST", "ADDRESS", "SWITCH", "SLOTS"], [[h.name, h.address, h.switch, h.slots] for h in topology.hosts])]
 
+    @classmethod
+    def claims(cls, path, text: str) -> bool:
+        from .inventory import is_hosts_file
+
+        return is_hosts_file(path)
+
+    @classmethod
+    def load(cls, ref: str, what: str = "--topology"):
+        from .inventory import load_hosts
+
+        kind, sep, rest = ref.partition(":")
+        if sep and kind in ("hostfile", "inventory", "hosts") and not Path(ref).exists():
+            if kind == "hostfile":
+                return load_hosts(hostfile=rest)
+            if kind == "inventory":
+                return load_hosts(inventory=rest)
+            ref = rest
+        return load_hosts(ref)
+
+    @classmethod
+    def from_data(cls, data: dict, source: str, lines=None):
+        from .spec import from_dict as spec_from_dict
+
+        return spec_from_dict(data, source=source, lines=lines)
+
+    @classmethod
+    def check_hosts(cls, topology, *, venv, timeout, clock_tolerance, mpi):
+        from vnetbench import hosts  # (moves into this backend)
+
+        return hosts.check(topology, venv=venv, timeout=timeout, clock_tolerance=clock_tolerance, mpi=mpi)
+
     def __init__(self, topology, *, check_reachable: bool = True):
         topology = from_spec(topology)
         super().__init__(topology)
@@ -295,7 +326,7 @@ class HostsRealised(Realised):
         mca, notes = binding(counts[busiest], topo.hosts[busiest].slots, bind)
         hostfile = self._write_hostfile([(topo.hosts[i], counts[i]) for i in used])
         prefix = str(Path(sys.prefix))
-        mpi_mca = {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": topo.subnet, "osc": "^ucx", **mca}
+        mpi_mca = {**tcp_transport(topo.subnet), **mca}
         # --prefix: the daemons and the ranks find Open MPI at this path on every host (PRRTE sets
         # PATH and LD_LIBRARY_PATH from it in the remote shell). Not --leave-session-attached (it hung
         # mpirun now and then here): remote daemons end with mpirun, as they lose their lifeline.

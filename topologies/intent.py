@@ -54,6 +54,18 @@ class Intent:
         return {**self.mca, **{f"prte:{key}": value for key, value in self.prte_settings().items()}}
 
 
+def tcp_transport(subnet: str | None = None) -> dict[str, str]:
+    """Open MPI's MPI-layer settings of ranks spread over hosts or VMs: the ob1 PML over TCP (and shared
+    memory between ranks of one host or VM), kept on ``subnet`` when given, no UCX one-sided (it would pick
+    a transport of its own). The one home of these settings for every backend; other flavours read
+    ``Intent.subnet``/``iface`` instead."""
+    mca = {"pml": "ob1", "btl": "self,sm,tcp"}
+    if subnet:
+        mca["btl_tcp_if_include"] = subnet
+    mca["osc"] = "^ucx"
+    return mca
+
+
 def mca_args(mca: dict[str, str]) -> list[str]:
     args = []
     for key, value in mca.items():

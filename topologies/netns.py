@@ -47,6 +47,43 @@ class NetnsRealised(Realised):
     def show(cls, topology, preview: dict) -> list:
         return show(topology, preview)
 
+    @classmethod
+    def up(cls, topology) -> list[str]:
+        st, created = up(topology, persistent=True)
+        lay = st["layout"]
+        verb = "up in {took}" if created else "was already up"
+        lines = [f"{topology.name} {verb}: subnet {lay['subnet']}, head {lay['head']} on {lay['head_bridge']}"]
+        for vm in lay["vms"]:
+            lines.append(f"{vm['name']}: {vm['hostname']} {vm['address']} on {vm['switch']}, cpus "
+                         f"{','.join(map(str, vm['cpus']))}")
+        enforced = describe_state(st)["enforced_by"]
+        lines.append(f"vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
+        return lines
+
+    @classmethod
+    def down(cls, ref: str, topology=None) -> str | None:
+        _, st = take_down(ref)
+        return f"{st['name']} down" if st else None
+
+    @classmethod
+    def status(cls) -> list[dict]:
+        rows = status()
+        for row in rows:
+            if row["stale"]:
+                row["state"] = f"stale, {row['stale_reason']}: 'vnetbench topology cleanup' removes it"
+            elif row["missing"]:
+                row["state"] = f"damaged: {', '.join(row['missing'])} missing"
+            else:
+                row["state"] = f"run by process {row['owner']}" if row["owner"] else "up (topology up)"
+            row["backend"] = cls.backend
+        return rows
+
+    @classmethod
+    def cleanup(cls, everything: bool = False) -> list[str]:
+        if os.geteuid() != 0 and not state.all_states():
+            return []
+        return cleanup(everything=everything)
+
     def __init__(self, topology):
         super().__init__(topology)
         self._closed = False

@@ -19,9 +19,9 @@ from vnetbench.errors import LaunchError, UsageError
 
 from .base import LaunchSpec
 from .host import RESERVED, HostFacts
-from .intent import VM_IFACE, Intent
-from .local import binding
-from .local import check_ranks  # noqa: F401 (netns checks --ranks as local does)
+from .intent import VM_IFACE, Intent, tcp_transport
+from .binding import binding
+from .binding import check_ranks  # noqa: F401 (netns checks --ranks as local does)
 from .state import RUN_DIR
 
 PREFIX = "vnb"
@@ -298,7 +298,7 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None = None, *, enforced: d
         "vcpus_enforced_by": (enforced or {}).get("vcpus", "cpu affinity"),
         "memory_limited_by": (enforced or {}).get("memory", "none"),
     })
-    mpi_mca = {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": lay.subnet, "osc": "^ucx", **mca}
+    mpi_mca = {**tcp_transport(lay.subnet), **mca}
     # not --leave-session-attached: with it, mpirun hung after its job in about 1 run in 5 here.
     # Daemons detach from mpirun's session instead; they end with mpirun (lost lifeline), and
     # a teardown ends every process inside the VMs.

@@ -37,7 +37,7 @@ from pathlib import Path
 from vnetbench.errors import UsageError
 
 from .base import LaunchSpec, Realised, register
-from .intent import Intent
+from .intent import Intent, tcp_transport
 
 REF = "slurm:"
 FIELDS = {"name", "backend", "description", "partition", "nodes", "switches", "time_limit", "account", "qos",
@@ -415,6 +415,21 @@ class SlurmRealised(Realised):
     def show(cls, topology, preview: dict) -> list:
         return preview_lines(preview["slurm"])
 
+    @classmethod
+    def load(cls, ref: str, what: str = "--topology"):
+        return load(ref, what)
+
+    @classmethod
+    def from_data(cls, data: dict, source: str, lines=None):
+        return from_dict(data, source=source)
+
+    @classmethod
+    def check_hosts(cls, topology, *, venv, timeout, clock_tolerance, mpi):
+        from vnetbench import slurmcheck  # (moves into this backend)
+
+        return slurmcheck.check(topology.partition, venv=venv, timeout=timeout, clock_tolerance=clock_tolerance,
+                                mpi=mpi)
+
     def __init__(self, topology):
         super().__init__(topology)
         if not in_allocation():
@@ -442,7 +457,7 @@ class SlurmRealised(Realised):
         # while that node has CPUs left in the allocation
         order = cyclic(self.alloc["nodes"], self.cpus(), ranks)
         effective = bind or "none"
-        mca = {"pml": "ob1", "btl": "self,sm,tcp", "osc": "^ucx"}
+        mca = tcp_transport()
         # the hosts named with their ranks' count: an MPI's own launcher maps round-robin only over named hosts
         hosts = [(n, order.count(n)) for n in sorted(set(order), key=order.index)]
         intent = Intent(ranks=ranks, hosts=hosts, map_by="node", bind=effective, mca=mca)

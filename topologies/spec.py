@@ -13,18 +13,15 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, PrivateAttr, ValidationError, \
-    model_validator
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, PrivateAttr, model_validator
 
 from vnetbench.errors import SpecError, UsageError
 
 from . import units
-from .base import MODULES
-from .files import read_text, read_yaml
+from . import base, validation
+from .validation import Lines, report, validated, where
 from .host import HostFacts, format_cpulist
 
-BACKENDS = tuple(MODULES)  # the registry's names
 PLACEMENTS = units.PLACEMENTS
 NUMA_POLICIES = ("packed", "spread")
 MAX_VMS = 250
@@ -50,6 +47,12 @@ def _numa(value):
         raise ValueError(f"expected a NUMA node number, 'packed' or 'spread', got {units.shown(value)}")
     if isinstance(value, int) and not 0 <= value < 1024:
         raise ValueError(f"node {units.quoted(value, False)} is out of range; allowed: 0 to 1023")
+    return value
+
+
+def _backend(value):
+    if not isinstance(value, str) or value not in base.BACKENDS and value not in base.names():
+        raise ValueError(f"expected one of {', '.join(base.names())}, got {units.shown(value)}")
     return value
 
 
@@ -143,7 +146,7 @@ class Topology(Spec):
     version: Annotated[int, PlainValidator(choice((1,)))] = 1
     name: TopologyName
     description: Annotated[str, PlainValidator(short_text)] = ""
-    backend: Annotated[str, PlainValidator(choice(BACKENDS))]
+    backend: Annotated[str, PlainValidator(_backend)]
     hosts: list[Host] = []
     switches: list[Switch] = []
     vms: list[VM] = []
@@ -159,7 +162,7 @@ class Topology(Spec):
     @classmethod
     def _default_backend(cls, data):
         if isinstance(data, dict) and "backend" not in data:
-            data = {**data, "backend": "netns" if data.get("vms") else "local"}
+            data = {**data, "backend": base.DEFAULT_VM_BACKEND if data.get("vms") else "local"}
         return data
 
     @property
@@ -225,12 +228,7 @@ def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topolo
 
 
 def load_file(path: Path, host: HostFacts | None = None) -> Topology:
-    text = read_text(path, str(path), "a topology spec", MAX_SPEC_BYTES)
-    data, node = read_yaml(text, str(path), "a topology file", aliases=False, tree=True)
-    lines = Lines(node)
-    if lines.duplicates:
-        loc, line = lines.duplicates[0]
-        raise SpecError(f"{where(str(path), line, loc)}: given twice")
+    data, lines = validation.read(path, str(path), "a topology spec", MAX_SPEC_BYTES, "a topology file")
     return from_dict(data, source=str(path), lines=lines, host=host)
 
 
@@ -250,7 +248,7 @@ def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None =
         topology = _scale(topology, host)
         problems = check_host(topology, host)
     if problems:
-        raise SpecError(_report(source, lines, problems))
+        raise SpecError(report(source, lines, problems))
     return topology
 
 
@@ -360,139 +358,3 @@ def _scale(t: Topology, host: HostFacts) -> Topology:
     return scaled
 
 
-# ---- error reporting ----------------------------------------------------------------------
-
-def validated(model: type[BaseModel], data, source: str, lines=None):
-    """``model`` made from ``data``, or SpecError listing every problem as FILE:LINE: field: what.
-    Every spec model (this module's Topology, the hosts backend's) is validated here."""
-    lines = lines or Lines(None)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors()
-        # a misspelt field is one problem, not two: its "unknown" error says what was meant
-        meant = {tuple(e["loc"][:-1]) + (_suggestion(e["loc"], model),) for e in errors
-                 if e["type"] == "extra_forbidden"}
-        problems = [(tuple(e["loc"]), _message(e, model)) for e in errors
-                    if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
-        raise SpecError(_report(source, lines, problems)) from None
-
-
-def report(source: str, lines, problems: list[tuple[tuple, str]]) -> str:
-    """Problems found after validation ((field path, what)) located as the model's own are."""
-    return _report(source, lines or Lines(None), problems)
-
-
-def _model_at(model: type[BaseModel], path: tuple) -> type[BaseModel] | None:
-    """The model of the mapping at ``path`` (field names; list indexes left out) under ``model``."""
-    import typing
-
-    for name in path:
-        field = model.model_fields.get(name)
-        if field is None:
-            return None
-        candidates = [field.annotation]
-        found = None
-        while candidates:
-            kind = candidates.pop()
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
-                found = kind
-                break
-            candidates += list(typing.get_args(kind))
-        if found is None:
-            return None
-        model = found
-    return model
-
-
-def _message(err, model=None) -> str:
-    kind, loc = err["type"], err["loc"]
-    if kind == "missing":
-        return "required, but missing"
-    if kind == "extra_forbidden":
-        close = _suggestion(loc, model)
-        hint = f" (did you mean {close!r}?)" if close else ""
-        return f"unknown field{hint}; allowed: {', '.join(_allowed(loc, model))}"
-    if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"expected a mapping of fields, got {units.shown(err.get('input'))}"
-    if kind == "list_type":
-        return f"expected a list, got {units.shown(err.get('input'))}"
-    if kind == "value_error":
-        return str(err["ctx"]["error"])
-    if kind == "invalid_key":
-        return "field names must be text"
-    return err["msg"]
-
-
-def _allowed(loc, model=None) -> list[str]:
-    model = _model_at(model or Topology, tuple(p for p in loc[:-1] if isinstance(p, str)))
-    return list(model.model_fields) if model else []
-
-
-def _suggestion(loc, model=None) -> str | None:
-    import difflib
-
-    close = difflib.get_close_matches(str(loc[-1]), _allowed(loc, model), n=1)
-    return close[0] if close else None
-
-
-def _path(loc) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-def where(source: str, line: int | None, loc) -> str:
-    place = f"{source}:{line}" if line else source
-    return f"{place}: {_path(loc)}" if loc else place
-
-
-def _report(source: str, lines, problems) -> str:
-    located = sorted(((lines.find(loc) or 0, loc, msg) for loc, msg in problems), key=lambda p: p[0])
-    shown = [f"{where(source, line, loc)}: {msg}" for line, loc, msg in located[:10]]
-    if len(problems) > 10:
-        shown.append(f"... and {len(problems) - 10} more")
-    return "\n".join(shown)
-
-
-class Lines:
-    """Line numbers of the fields of a YAML document, from the composed node tree."""
-
-    def __init__(self, node):
-        self.node = node
-        self.duplicates = []
-        self._table = {}
-        if node is not None:
-            self._walk(node, ())
-
-    def _walk(self, node, loc):
-        self._table[loc] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for key, value in node.value:
-                name = key.value if isinstance(key, yaml.ScalarNode) else None
-                if name in seen:
-                    self.duplicates.append((loc + (name,), key.start_mark.line + 1))
-                seen.add(name)
-                self._walk(value, loc + (name,))
-                self._table[loc + (name,)] = key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._walk(item, loc + (i,))
-
-    def find(self, loc) -> int | None:
-        """The line of ``loc``, or of its nearest ancestor present in the file."""
-        found = ()
-        for part in loc:
-            # a key YAML read as a number or a boolean is text in the node tree
-            for key in (part, str(part).lower() if isinstance(part, bool) else str(part)):
-                if found + (key,) in self._table:
-                    found += (key,)
-                    break
-            else:
-                break
-        return self._table.get(found)
-
-    def table(self) -> dict:
-        return dict(self._table)

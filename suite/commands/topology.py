@@ -3,7 +3,7 @@
 A topology is a preset name (see ``list``) or a YAML file. ``up`` leaves it up until ``down``;
 ``run`` and ``exec`` bring one up for themselves (or use it if it is up) and take down only what
 they brought up. ``cleanup`` removes what crashed runs left behind; ``cleanup --all`` removes
-every vnetbench topology. The netns backend needs root, ip and tc.
+every vnetbench topology. Emulated VMs need root, ip and tc.
 """
 
 import json
@@ -42,9 +42,10 @@ def register(sub):
 
 
 def handle_list(args) -> int:
-    from vnetbench.topologies import presets, state
+    from vnetbench import topologies
+    from vnetbench.topologies import presets
 
-    up = {st["name"] for st in state.all_states()}
+    up = {row["name"] for name in topologies.names() for row in topologies.backend(name).status()}
     rows = []
     for name, data in presets.PRESETS.items():
         rows.append({"name": name, "vms": len(data.get("vms", [])), "switches": len(data.get("switches", [])),
@@ -82,78 +83,66 @@ def handle_show(args) -> int:
 
 def handle_up(args) -> int:
     from vnetbench import topologies
-    from vnetbench.topologies import netns
 
     topology = topologies.load(args.ref, what="NAME|FILE")
-    _needs_netns(topology, "up")
     started = time.monotonic()
-    st, created = netns.up(topology, persistent=True)
+    lines = topologies.backend(topology.backend).up(topology)
     took = time.monotonic() - started
-    lay = st["layout"]
-    verb = f"up in {took:.2f} s" if created else "was already up"
-    print(f"{topology.name} {verb}: subnet {lay['subnet']}, head {lay['head']} on {lay['head_bridge']}")
-    for vm in lay["vms"]:
-        print(f"  {vm['name']}: {vm['hostname']} {vm['address']} on {vm['switch']}, cpus "
-              f"{','.join(map(str, vm['cpus']))}")
-    enforced = netns.describe_state(st)["enforced_by"]
-    print(f"  vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
+    first, *rest = lines
+    print(first.replace("{took}", f"{took:.2f} s"))
+    for line in rest:
+        print(f"  {line}")
     return 0
 
 
 def handle_down(args) -> int:
-    from vnetbench.topologies import netns
+    from vnetbench import topologies
 
-    _, st = netns.take_down(args.ref)
-    print(f"{st['name']} down" if st else f"vnetbench: {args.ref} is not up; nothing to do")
+    topology, why = None, None
+    try:
+        topology = topologies.load(args.ref, what="NAME|FILE")
+    except UsageError as exc:  # a topology up under a name or file that no longer loads is still taken down
+        why = exc
+    names = [topology.backend] if topology is not None else topologies.names()
+    for name in names:
+        taken = topologies.backend(name).down(args.ref, topology)
+        if taken:
+            print(taken)
+            return 0
+    if topology is None and why is not None:
+        raise why
+    print(f"vnetbench: {args.ref} is not up; nothing to do")
     return 0
 
 
 def handle_status(args) -> int:
-    from vnetbench.topologies import netns
+    from vnetbench import topologies
 
-    rows = netns.status()
+    rows = [row for name in topologies.names() for row in topologies.backend(name).status()]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     if not rows:
         print("no vnetbench topology is up")
         return 0
-    table = []
-    for row in rows:
-        if row["stale"]:
-            state = f"stale, {row['stale_reason']}: 'vnetbench topology cleanup' removes it"
-        elif row["missing"]:
-            state = f"damaged: {', '.join(row['missing'])} missing"
-        else:
-            state = f"run by process {row['owner']}" if row["owner"] else "up (topology up)"
-        table.append([row["name"], row["id"], row["subnet"], len(row["vms"]), _age(row["age_s"]), state])
-    print(columns(["NAME", "ID", "SUBNET", "VMS", "AGE", "STATE"], table))
+    table = [[row["name"], row.get("backend", ""), row.get("id", ""), row.get("subnet") or "-",
+              len(row["vms"]) if isinstance(row.get("vms"), list) else row.get("vms", "-"), _age(row["age_s"]),
+              row["state"]] for row in rows]
+    print(columns(["NAME", "BACKEND", "ID", "SUBNET", "VMS", "AGE", "STATE"], table))
     return 0
 
 
 def handle_cleanup(args) -> int:
-    import os
-
-    from vnetbench import jobs
-    from vnetbench.topologies import netns, state
+    from vnetbench import jobs, topologies
 
     removed = jobs.sweep_orphans()
-    if os.geteuid() == 0 or state.all_states():
-        removed += netns.cleanup(everything=args.all)
+    for name in topologies.names():
+        removed += topologies.backend(name).cleanup(everything=args.all)
     for item in removed:
         print(f"removed {item}")
     if not removed:
         print("nothing to clean up")
     return 0
-
-
-def _needs_netns(topology, action: str) -> None:
-    if topology.backend == "local":
-        raise UsageError(f"topology {topology.name!r} is this host itself (backend local); there is nothing "
-                         f"to bring {action}")
-    if topology.backend != "netns":
-        raise UsageError(f"topology {topology.name!r}: 'topology {action}' handles backend netns only, "
-                         f"not {topology.backend!r}")
 
 
 def _age(seconds: float) -> str:

@@ -6,7 +6,8 @@ import pytest
 
 from vnetbench import kernels, launch, mpi
 from vnetbench.errors import UsageError
-from vnetbench.topologies.local import LocalRealised, binding
+from vnetbench.topologies.binding import binding
+from vnetbench.topologies.local import LocalRealised
 from vnetbench.topologies.spec import load_topology
 
 
