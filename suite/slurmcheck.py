@@ -5,14 +5,15 @@ memory) with the same venv; the hosts' comparisons (same versions everywhere) an
 There is no SSH between nodes to check: mpirun reaches them through Slurm.
 """
 
+import inspect
 import json
 import sys
 import time
 from dataclasses import dataclass
 
-from vnetbench import hosts
 from vnetbench.errors import UsageError
-from vnetbench.topologies import slurm
+from vnetbench.topologies import hostcheck, slurm
+from vnetbench.topologies.base import HostReport
 
 
 @dataclass
@@ -30,8 +31,8 @@ def check(partition: str, *, venv: str | None = None, timeout: float = 20.0, clo
     if not nodes:
         raise UsageError(f"--slurm: partition {partition} has no usable node ({len(cluster.nodes)} in all)")
     spec = {"timeout": timeout / 2, "ssh": [], "peers": [], "mpi": mpi}
-    source = (f"import json, sys, time\n{hosts.inspect.getsource(hosts._probe)}\n"
-              f"out = _probe(json.loads(sys.argv[1])); out['clock'] = time.time(); print(json.dumps(out))")
+    source = (f"import json, sys, time\n{inspect.getsource(hostcheck.probe)}\n"
+              f"out = probe(json.loads(sys.argv[1])); out['clock'] = time.time(); print(json.dumps(out))")
     argv = ["srun", f"--partition={partition}", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}",
             "--ntasks-per-node=1", f"--time={max(1, int(timeout // 60) + 1)}", "--label",
             f"{venv}/bin/python", "-c", source, json.dumps(spec)]
@@ -48,9 +49,9 @@ def check(partition: str, *, venv: str | None = None, timeout: float = 20.0, clo
                 continue
     reports = []
     for node in nodes:
-        report = hosts.HostReport(node, cluster.nodes[node]["address"])
+        report = HostReport(node, cluster.nodes[node]["address"])
         if node in by_host:
-            hosts._read_probe(report, _Outcome(by_host[node]), venv, timeout)
+            hostcheck.read_probe(report, _Outcome(by_host[node]), venv, timeout)
             report.clock_window = (back - sent) / 2
             report.clock_offset = report.probe.pop("clock") - (sent + back) / 2
             if abs(report.clock_offset) > clock_tolerance + report.clock_window:
@@ -58,5 +59,5 @@ def check(partition: str, *, venv: str | None = None, timeout: float = 20.0, clo
         else:
             report.problems.append(f"no answer through srun on partition {partition}")
         reports.append(report)
-    hosts._compare(reports, venv)
+    hostcheck.compare(reports, venv)
     return reports

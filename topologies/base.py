@@ -11,7 +11,8 @@ Its class methods are its life outside a run, its instances are topologies it re
   ``check_launcher``, ``preview`` and ``show`` (``topology show``);
 - its life: ``realise`` (bring up or attach; a context manager), ``up``/``down`` (``topology up|down``:
   left up between runs), ``status`` and ``cleanup`` (what is up, what crashed runs left);
-- hosts: ``check_hosts`` (``hosts check``), where the backend has hosts of its own to check;
+- hosts: ``check_hosts``, ``facts``, ``fetch`` (``hosts check|facts|fetch``), where the backend has hosts of
+  its own;
 - batch: ``batch(topology)``, a ``Batch`` that submits runs as a scheduler's jobs instead of bringing
   the topology up in this process (Slurm outside an allocation), or None.
 
@@ -135,12 +136,16 @@ class Batch(ABC):
 
 @dataclass(frozen=True)
 class BatchItem:
-    """One run of a sweep for ``Batch.sweep``: its topology, request, and the sweep's own job object
-    (handed back to ``on_start``/``on_finish``)."""
+    """One run of a sweep for ``Batch.sweep``: its topology and request (one repetition), the key that finds it
+    again in a ledger on --resume (configuration and repetition), how to name it in messages, and the sweep's
+    own job object (handed back to ``on_start``/``on_finish``)."""
 
     topology: object
     request: dict
     ranks: int
+    repetition: int
+    key: str
+    label: str
     job: object
 
 
@@ -249,6 +254,17 @@ class Backend(ABC):
         """``hosts check``: can this topology's hosts run vnetbench together; one report per host."""
         raise UsageError(f"hosts check: topology {topology.name!r} (backend {cls.backend}) has no hosts of its "
                          f"own to check")
+
+    @classmethod
+    def facts(cls, topology, *, venv: str | None, timeout: float) -> dict[str, dict]:
+        """``hosts facts``: host name -> its CPU, NUMA and NIC facts, or {"error": why}."""
+        raise UsageError(f"hosts facts: topology {topology.name!r} (backend {cls.backend}) has no hosts of its own")
+
+    @classmethod
+    def fetch(cls, topology, remote: str, add, *, timeout: float) -> dict[str, dict]:
+        """``hosts fetch``: the records in file ``remote`` on every host, each handed to ``add(record) -> bool``
+        (True: new to the store); host name -> {"new", "known", "bad"} counts, {"missing": True} or {"error"}."""
+        raise UsageError(f"hosts fetch: topology {topology.name!r} (backend {cls.backend}) has no hosts of its own")
 
     @classmethod
     def batch(cls, topology) -> Batch | None:
