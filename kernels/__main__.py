@@ -2,6 +2,9 @@
 
 Every rank runs the kernel; rank 0 writes one result record (to FILE, or stdout). An
 unhandled exception on any rank aborts the whole job (MPI_Abort) so that nothing hangs.
+Under vnetbench, each rank first makes the mpi4py wheel load the MPI library that --mpi named
+(``vnetbench.mpilib``, from the ``launch.mpi`` in its ``--context``) and checks, before MPI_Init,
+that it did: a rank that loaded another fails the run, naming both.
 Exit codes: 0 ok, 1 failed or invalid result, 2 bad options (nothing ran).
 """
 
@@ -17,11 +20,38 @@ from vnetbench.errors import UsageError
 from vnetbench.options import ArgumentParser
 
 
+REFUSAL_GRACE = 5.0  # seconds a rank other than 0 waits before it ends a job it refuses
+
+
 def _world_rank_from_env() -> int:
-    for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"):
+    for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"):
         if var in os.environ:
             return int(os.environ[var])
     return 0
+
+
+def _world_size_from_env(context: dict) -> int | None:
+    """The launched world's size as the launcher tells it (before MPI_Init), else as the topology placed it."""
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return len(context.get("placement_labels") or []) or None
+
+
+def _named_mpi(argv: list[str]) -> dict | None:
+    """The ``launch.mpi`` of ``--context`` (what --mpi named), read before anything else is imported."""
+    for i, arg in enumerate(argv):
+        if arg == "--context" and i + 1 < len(argv):
+            text = argv[i + 1]
+        elif arg.startswith("--context="):
+            text = arg.partition("=")[2]
+        else:
+            continue
+        try:
+            return (json.loads(text).get("launch") or {}).get("mpi")
+        except (ValueError, AttributeError):
+            return None
+    return None
 
 
 def parse(argv: list[str]):
@@ -92,8 +122,73 @@ def mark(rank: int, how: str | None = None) -> None:
         pass  # the watch then knows less; the run itself is unaffected
 
 
-def run(kernel, name, params, record_path, context) -> int:
-    from mpi4py import MPI
+def _mpi(selected: dict | None, problem: str | None, launcher: str | None):
+    """(mpi4py's MPI module, initialised; the library as this rank loaded it, or None; the problem, or None):
+    the library is checked before MPI_Init, so that a wrong one neither hangs nor joins a wrong world."""
+    import mpi4py
+
+    mpi4py.rc.initialize = False
+    mpi4py.rc.finalize = True
+    if problem:
+        return None, None, problem
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError, OSError) as exc:
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return None, None, f"MPI library: mpi4py could not load it ({lines[-1]})"
+    library = None
+    if selected is not None:
+        from vnetbench import mpilib
+
+        library, problem = mpilib.check(selected, MPI.Get_library_version(), mpilib.mapped(), launcher)
+        if problem:
+            return MPI, library, problem
+    if mpi4py.rc.threads:
+        MPI.Init_thread(getattr(MPI, f"THREAD_{str(mpi4py.rc.thread_level).upper()}"))
+    else:
+        MPI.Init()
+    return MPI, library, None
+
+
+def _refuse(problem: str, MPI, library, name, params, record_path, context) -> int:
+    """The run fails before MPI_Init: rank 0 writes the failure record, every rank says why on stderr."""
+    import socket
+
+    from vnetbench import environment, records
+
+    rank = _world_rank_from_env()
+    mark(rank)
+    mark(rank, problem[:300])
+    print(f"vnetbench.kernels: rank {rank} on {socket.gethostname()}: {problem}", file=sys.stderr, flush=True)
+    if rank == 0:
+        text = MPI.Get_library_version().strip() if MPI is not None else None
+        record = records.failure_record(
+            kernel=name, params=params, ranks=_world_size_from_env(context), status="failed", detail=problem,
+            topology=context.get("topology"), run_id=context.get("run_id"),
+            repetition=context.get("repetition", 0), launch=_launch(context, library),
+            environment=environment.collect([socket.gethostname()], text),
+            run_options={key: context.get(key) for key in kernels.RANK_OPTIONS if context.get(key)})
+        write_record(record, record_path)
+    else:
+        # rank 0 writes the record, then its exit ends the job; a rank leaving first would end the job before
+        # that (the launcher kills the rest). When rank 0 found no problem, this rank's exit ends it after this.
+        time.sleep(REFUSAL_GRACE)
+    return 1
+
+
+def _launch(context: dict, library: dict | None) -> dict | None:
+    """The record's ``launch`` with the MPI library as this rank loaded it."""
+    launch = context.get("launch")
+    if not library or not isinstance(launch, dict) or not isinstance(launch.get("mpi"), dict):
+        return launch
+    return {**launch, "mpi": {**launch["mpi"], "library": library}}
+
+
+def run(kernel, name, params, record_path, context, selected=None, problem=None) -> int:
+    launcher = ((context.get("launch") or {}).get("mpi") or {}).get("launcher")
+    MPI, library, problem = _mpi(selected, problem, launcher)
+    if problem:
+        return _refuse(problem, MPI, library, name, params, record_path, context)
 
     from vnetbench import environment, records
     from vnetbench.kernels import placement as where
@@ -111,6 +206,8 @@ def run(kernel, name, params, record_path, context) -> int:
     try:
         labels = context.get("placement_labels") or []
         mine = where.here(rank)
+        if library:
+            mine["mpi_library"] = library["path"]  # each rank's own: hosts may install it in different places
         policy = (labels[rank].get("memory_policy") if rank < len(labels) else None) or context.get("mem_policy")
         if policy:
             from vnetbench.kernels import numa
@@ -152,7 +249,7 @@ def run(kernel, name, params, record_path, context) -> int:
                 environment=env, topology=context.get("topology"), run_id=context.get("run_id"),
                 repetition=context.get("repetition", 0), started_at=started_at,
                 run_options={key: context.get(key) for key in kernels.RANK_OPTIONS if context.get(key)},
-                duration_s=duration, launch=context.get("launch"),
+                duration_s=duration, launch=_launch(context, library),
             )
             write_record(record, record_path)
             code = 0 if record["status"] == "ok" else 1
@@ -176,13 +273,20 @@ def _merge_placement(placement: list[dict], labels: list[dict] | None) -> list[d
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # first of all: selecting the library may start this process again, which is cheapest before other imports
+    from vnetbench import mpilib
+
+    try:
+        selected, problem = mpilib.select(_named_mpi(argv)), None
+    except mpilib.SelectError as exc:
+        selected, problem = None, str(exc)
     try:
         kernel, name, params, record_path, context = parse(argv)
     except UsageError as exc:
         if _world_rank_from_env() == 0:
             print(f"vnetbench.kernels: error: {exc}", file=sys.stderr)
         return 2
-    return run(kernel, name, params, record_path, context)
+    return run(kernel, name, params, record_path, context, selected, problem)
 
 
 if __name__ == "__main__":

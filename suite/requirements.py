@@ -1,10 +1,11 @@
-"""What a site-MPI installation of vnetbench needs besides vnetbench, read from vnetbench's installed
-metadata (setup.cfg's install_requires is their one home): every requirement but the Open MPI wheel
-and mpi4py, which a site MPI builds from source. The README's site-MPI commands, Ansible's
-``vnetbench_install`` role and the tests' MPI venvs all ask here.
+"""What an installation that builds mpi4py against its own MPI needs besides vnetbench, read from vnetbench's
+installed metadata (setup.cfg's install_requires is their one home): every requirement but the Open MPI wheel
+and mpi4py. Only an MPI outside both ABIs of the PyPI mpi4py wheel (Open MPI's libmpi.so.40, the MPICH ABI's
+libmpi.so.12) needs that: any other site MPI is the ordinary install and ``--mpi PATH``. The README's
+build-from-source commands and Ansible's ``vnetbench_install`` role ask here.
 
     python -m vnetbench.requirements site      # one requirement a line
-    python -m vnetbench.requirements mpi4py    # mpi4py's requirement, to build against the site MPI
+    python -m vnetbench.requirements mpi4py    # mpi4py's requirement, to build against that MPI
 
 Standard library only: it runs where vnetbench was installed with ``--no-deps``.
 """

@@ -1,23 +1,24 @@
-"""Sweeps: one kernel over topologies x rank counts x repetitions, planned up front, run one by one.
+"""Sweeps: one workload over topologies x rank counts x repetitions, planned up front, run one by one.
 
 ``plan`` checks every combination before anything starts and says which cannot run here and
-why; ``execute`` brings each topology up once, runs its jobs, appends each record to the
-store as soon as it exists (``Store.append`` is atomic), and tears the topology down. An
+why; ``execute`` brings each topology up once, runs its jobs through the engine, appends each
+record to the store as soon as it exists (``Store.append`` is atomic), and tears the topology
+down; a backend that runs batch jobs (``Backend.batch``) gets its runs all at once instead. An
 interrupt propagates: finished runs are already stored, the run in flight leaves no record,
 and ``--resume`` later runs exactly what is missing.
 """
 
-import importlib
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from . import kernels, mpiselect, runner, topologies
+from . import engine, kernels, mpiselect, topologies, workloads
 from .errors import UsageError, VnetbenchError
-from .records import failure_record
 from .analysis.records import ConfigKey, bind_of, canonical, config_key
 from .store import Store, append_or_show
+from .topologies.base import BatchItem
 
 
 @dataclass(frozen=True)
@@ -25,11 +26,18 @@ class Request:
     """What a sweep was asked for, once a study's defaults and the explicit options are merged."""
 
     study: object  # studies.Study
-    kernel: str
-    params: dict
+    workload: object  # workloads.Workload
     topologies: list[str]
     ranks: list[int]
     repeat: int
+
+    @property
+    def kernel(self) -> str:
+        return self.workload.name
+
+    @property
+    def params(self) -> dict:
+        return self.workload.params
 
 
 def kernel_of(study: str | None, kernel: str | None) -> str:
@@ -43,16 +51,18 @@ def kernel_of(study: str | None, kernel: str | None) -> str:
 
 
 def settle(study: str | None = None, kernel: str | None = None, topologies: list[str] | None = None,
-           ranks: list[int] | None = None, repeat: int | None = None, kernel_argv: list[str] = ()) -> Request:
+           ranks: list[int] | None = None, repeat: int | None = None, kernel_argv: list[str] = (),
+           app: str | None = None) -> Request:
     """The study (default quick) with the explicit options over it. The study's kernel options apply
-    when its kernel is the one run; ``kernel_argv`` (as typed after ``run KERNEL``) goes over them."""
+    when its kernel is the one run; ``kernel_argv`` (as typed after ``run KERNEL``) goes over them.
+    With ``app`` (a definition's path) the application runs instead, on the study's matrix."""
     from . import studies
 
     base = studies.get(study or "quick")
-    kernel = kernel_of(study, kernel)
-    base_argv = base.kernel_argv if kernel == base.kernel else []
-    params = kernels.parse_params(kernel, [*base_argv, *kernel_argv])
-    return Request(base, kernel, params, topologies or base.topologies, ranks or base.ranks, repeat or base.repeat)
+    name = kernel_of(study, kernel)
+    workload = workloads.chosen(app, name, kernel_argv, defaults=base.kernel_argv if name == base.kernel else [],
+                                typed=kernel and f"--kernel {kernel}")
+    return Request(base, workload, topologies or base.topologies, ranks or base.ranks, repeat or base.repeat)
 
 
 def failures(records: list[dict]) -> Counter:
@@ -73,8 +83,7 @@ class Job:
 
 @dataclass
 class Plan:
-    kernel: str
-    params: dict
+    workload: object  # workloads.Workload
     repeat: int
     bind: str | None = None
     run_options: dict = field(default_factory=dict)
@@ -84,50 +93,51 @@ class Plan:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, why it cannot run here)
     done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
     retried: int = 0  # runs in the store that did not pass and are run again
-    launcher: object = None  # the flavours.Launcher every job runs with (None: --mpi's default)
-    app: object = None  # an application definition (vnetbench.apps.App) run instead of the kernel
+    launcher: object = None  # the flavours.Launcher every job runs with
+    resume: bool = False
+
+    @property
+    def kernel(self) -> str:
+        """The workload's name, as its records say it."""
+        return self.workload.name
+
+    @property
+    def params(self) -> dict:
+        return self.workload.params
 
     def key(self, job: Job) -> ConfigKey:
         return ConfigKey(self.kernel, job.topology, job.ranks, canonical(self.params), job.bind,
                          canonical(self.run_options))
 
 
-def plan(kernel: str, params: dict | None, topology_names: list[str], rank_counts: list[int], repeat: int, *,
-         bind: str | None = None, run_options: dict | None = None, timeout: float | None = None,
-         store: Store | None = None, resume: bool = False, optional_topologies: bool = False,
-         mpi: str | None = None, app=None) -> Plan:
+def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: int, *, bind: str | None = None,
+         run_options: dict | None = None, timeout: float | None = None, store: Store | None = None,
+         resume: bool = False, optional_topologies: bool = False, mpi: str | None = None) -> Plan:
     """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
 
     Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
-    topologies this host cannot realise (no root, no netns) are skipped and reported. With ``app``
-    (an application definition) it is run instead of ``kernel``, whose name and params it gives.
+    topologies this host cannot realise (no root, no netns) are skipped and reported.
     """
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
-    run_options = runner.check_rank_options(run_options)
-    full = None
-    kernel_ok = {}
-    for ranks in rank_counts if app is None else ():
+    run_options = workload.check_rank_options(run_options)
+    why_not = {}
+    for ranks in rank_counts:
         try:
-            _, full = runner.prepare(kernel, params, ranks)
-            kernel_ok[ranks] = None
+            workload.check(ranks)
+            why_not[ranks] = None
         except UsageError as exc:
-            kernel_ok[ranks] = str(exc)
-    if app is not None:
-        app.check_startable()
-        kernel, full, kernel_ok = app.name, {"definition": app.definition_hash()}, dict.fromkeys(rank_counts)
-    if full is None:
-        raise UsageError(next(iter(kernel_ok.values())))
-    result = Plan(kernel, full, repeat, bind, run_options, timeout, app=app)
-    result.launcher = mpiselect.choose(mpi, app.program() if app else None)[0]
+            why_not[ranks] = str(exc)
+    if why_not and all(why_not.values()):
+        raise UsageError(next(iter(why_not.values())))
+    workload.check_startable()
+    result = Plan(workload, repeat, bind, run_options, timeout, resume=resume)
+    result.launcher = mpiselect.choose(mpi, workload.program)[0]
     for name in topology_names:
         try:
             topo = topologies.load(name)
             backend = topologies.backend(topo.backend)
             backend.check_launcher(topo, result.launcher)  # e.g. srun without the MPI's PMI: before anything starts
-            if app is not None and backend.batch(topo):
-                raise UsageError(f"--app: applications are not submitted as {topo.backend} batch jobs; sweep them "
-                                 f"inside an allocation (salloc), where the allocation's nodes are used")
         except UsageError as exc:
             if not optional_topologies:
                 raise UsageError(f"--topologies: {name}: {exc}") from None
@@ -141,14 +151,14 @@ def plan(kernel: str, params: dict | None, topology_names: list[str], rank_count
         result.topologies[name] = topo
         runnable = []
         for ranks in rank_counts:
-            why = kernel_ok[ranks] or backend.cannot_place(topo, ranks)
+            why = why_not[ranks] or backend.cannot_place(topo, ranks)
             if not why:
                 try:
                     expect = backend.planned_bind(topo, ranks, bind)
                 except UsageError as exc:
                     why = str(exc)
             if why:
-                result.skipped.append((f"{kernel} x{ranks} on {name}", why))
+                result.skipped.append((f"{result.kernel} x{ranks} on {name}", why))
             else:
                 runnable.append((ranks, expect))
         # repetitions outermost, so that slow drift of the machine spreads over every configuration
@@ -193,20 +203,21 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
 
     A topology this sweep brought up that breaks under a run (a VM's veth deleted, an uplink
     set down) is taken down and brought up afresh before the next run; one it attached to is
-    left alone, and the runs left on it fail, saying why.
+    left alone, and the runs left on it fail, saying why. Runs on a backend that runs batch jobs
+    are submitted all at once and collected as they end.
     """
-    records = []
-    batches = {}  # runtime module -> its jobs: batch jobs, all submitted at once, waited for together
+    records, here, batches = [], [], {}  # batches: backend name -> (its Batch, its items)
     for job in plan.jobs:
         topo = plan.topologies[job.topology]
         batch = topologies.backend(topo.backend).batch(topo)
-        if batch:
-            batches.setdefault(batch, []).append(job)
-    for batch, submitted in batches.items():
-        records += importlib.import_module(batch).sweep(plan, submitted, store, on_start=on_start,
-                                                        on_finish=on_finish, say=say)
-    submitted = {id(job) for jobs in batches.values() for job in jobs}
-    for name, jobs in groupby([job for job in plan.jobs if id(job) not in submitted], key=lambda job: job.topology):
+        if batch is None:
+            here.append(job)
+        else:
+            batches.setdefault(topo.backend, (batch, []))[1].append(_item(plan, job, topo))
+    for batch, items in batches.values():
+        records += batch.sweep(items, command=engine.BATCH_COMMAND, store=store, launcher=plan.launcher,
+                               resume=plan.resume, on_start=_to_job(on_start), on_finish=_to_job(on_finish), say=say)
+    for name, jobs in groupby(here, key=lambda job: job.topology):
         jobs = list(jobs)
         realised, specs = None, {}
         try:
@@ -240,28 +251,37 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
     return records
 
 
+def _item(plan: Plan, job: Job, topology) -> BatchItem:
+    """``job`` as a batch job's run: one repetition, found again on --resume by its configuration and repetition."""
+    request = engine.request(plan.workload, job.ranks, 1, timeout=plan.timeout, bind=plan.bind,
+                             rank_options=plan.run_options, launcher=plan.launcher,
+                             topology=engine.topology_ref(topology, job.topology))
+    return BatchItem(topology=topology, request=request, ranks=job.ranks, repetition=job.repetition,
+                     key=json.dumps([list(map(str, plan.key(job))), job.repetition]),
+                     label=job.describe(plan.kernel, plan.repeat), job=job)
+
+
+def _to_job(callback: Callable | None) -> Callable | None:
+    """``callback`` told the sweep's Job, whether a Batch hands back the BatchItem or its job."""
+    if callback is None:
+        return None
+    return lambda item, *rest: callback(item.job if isinstance(item, BatchItem) else item, *rest)
+
 
 def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
     try:
         if job.ranks not in specs:
             specs[job.ranks] = up.launch(job.ranks, plan.bind)
-        if plan.app is not None:
-            from .apps.run import run_once as run_app_once
-
-            return run_app_once(plan.app, up, specs[job.ranks], job.ranks, job.repetition,
-                                plan.timeout or plan.app.spec.timeout, plan.launcher, echo=None)
-        module = kernels.get(plan.kernel)
-        timeout = plan.timeout or module.default_timeout(plan.params, job.ranks)
-        return runner.run_once(up, specs[job.ranks], plan.kernel, plan.params, job.ranks, job.repetition, timeout,
-                               rank_options=plan.run_options, bind_requested=plan.bind, launcher=plan.launcher)
+        timeout = plan.timeout or plan.workload.default_timeout(job.ranks)
+        return engine.run_once(plan.workload, up, specs[job.ranks], job.ranks, job.repetition, timeout,
+                               plan.launcher, bind=plan.bind, rank_options=plan.run_options)
     except VnetbenchError as exc:  # the backend refused this rank count, or mpirun could not start
         return _failure(plan, job, up.describe(), f"could not launch: {exc}")
 
 
 def _failure(plan: Plan, job: Job, topology: dict, detail: str) -> dict:
-    return failure_record(kernel=plan.kernel, params=plan.params, ranks=job.ranks, status="failed", detail=detail,
-                          topology=topology, repetition=job.repetition, launch={"notes": {"bind": job.bind}},
-                          run_options=plan.run_options)
+    return engine.failure(plan.workload, job.ranks, job.repetition, topology, detail, bind=job.bind,
+                          rank_options=plan.run_options)
 
 
 def _finish(plan, store, job, record, records, on_finish) -> bool:

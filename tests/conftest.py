@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
+# the tests run as a user of the activated venv would: its mpirun is the one on PATH, which --mpi auto takes
+# for the kernels (Debian's MPIs, installed for the flavours tier, come after it); tests of other choices say so
+if os.environ.get("PATH", "").split(os.pathsep)[0] != str(BIN):
+    os.environ["PATH"] = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
 
 
 def mpirun_path() -> str | None:

@@ -172,7 +172,7 @@ def _write_enabled(enabled: dict) -> None:
     os.replace(tmp, ENABLED)
 
 
-# ---- the interface the netns backend uses ---------------------------------------------------
+# ---- the interface the backends of VMs on this host use ----------------------------------------
 
 def plan(folder_names: dict[str, str]) -> tuple[str, dict]:
     """(mode, {"cpuset": {vm: folder}, "memory": {vm: folder}}) for VMs named ``vm`` whose folders

@@ -2,6 +2,10 @@
 
 ``probe`` runs on the host (its source is sent to the host's venv Python), ``read_probe`` turns its answer into
 a ``HostReport``, ``compare`` flags what must be the same on every host and is not.
+
+``probe`` is shipped as source and runs in the host's own Python: what it imports is the host's installed
+vnetbench (its ``mpiselect`` answers which MPI that host would run), never this process's runtime. ``SHIPPED``
+names such functions, for the layering test that keeps this package below the runtime.
 """
 
 import json
@@ -9,6 +13,7 @@ from collections import Counter
 
 from .base import HostReport
 
+SHIPPED = ("probe",)  # functions that run on another host, in its Python (see above)
 # what every host must have the same of (probe key -> what the table calls it)
 SAME_ON_EVERY_HOST = {"vnetbench": "vnetbench", "vnetbench_path": "vnetbench path", "python": "Python",
                       "open_mpi": "Open MPI", "mpirun": "mpirun", "mpi": "MPI"}

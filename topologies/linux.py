@@ -1,4 +1,4 @@
-"""The Linux calls the netns backend makes: ip/tc batches, UTS namespaces, processes (cgroups: cgroups.py).
+"""The Linux calls the backends of VMs on this host make: ip/tc batches, namespaces, processes (cgroups: cgroups.py).
 
 Every command is an argv list built from validated names; nothing goes through a shell.
 """
@@ -19,16 +19,17 @@ TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "unshare":
          "umount": "util-linux"}
 
 
-def require_root_and_tools() -> None:
-    """UsageError (nothing started) unless this is Linux, we are root and the tools exist."""
+def require_root_and_tools(backend: str, tools: dict[str, str] = TOOLS) -> None:
+    """UsageError (nothing started) naming ``backend`` unless this is Linux, we are root and ``tools``
+    (command -> its package) exist."""
     if not Path("/proc/self/ns/net").exists():
-        raise UsageError("the netns backend needs Linux network namespaces, which this system lacks")
+        raise UsageError(f"the {backend} backend needs Linux network namespaces, which this system lacks")
     if os.geteuid() != 0:
-        raise UsageError("the netns backend needs root: it creates network namespaces, bridges, tc "
+        raise UsageError(f"the {backend} backend needs root: it creates network namespaces, bridges, tc "
                          "qdiscs and cgroups; run vnetbench as root (e.g. with sudo)")
-    missing = [f"{tool} ({package})" for tool, package in TOOLS.items() if not shutil.which(tool)]
+    missing = [f"{tool} ({package})" for tool, package in tools.items() if not shutil.which(tool)]
     if missing:
-        raise UsageError(f"the netns backend needs {', '.join(missing)}; install them and retry")
+        raise UsageError(f"the {backend} backend needs {', '.join(missing)}; install them and retry")
 
 
 # what a terminal sends to vnetbench's process group

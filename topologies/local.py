@@ -1,11 +1,16 @@
-"""The ``native`` topology: this host, no VMs, every rank under the local mpirun."""
+"""The local backend: this host itself, no VMs, every rank under the local mpirun (the ``native`` preset).
 
-from vnetbench.errors import UsageError
+A YAML topology without VMs is this backend's too (``backend: local``, or no ``vms``); ``native`` skips the
+spec model (``NativeTopology``).
+"""
 
-from .base import LaunchSpec, Realised, register
+from vnetbench.errors import SpecError, UsageError
+
+from .base import DEFAULT_VM_BACKEND, LaunchSpec, Realised, register
 from .binding import binding, check_ranks
 from .host import usable_cpus
 from .intent import Intent
+
 
 class NativeTopology:
     """The ``native`` preset without the spec model: importing pydantic would cost every
@@ -28,6 +33,25 @@ class NativeTopology:
 
 @register("local")
 class LocalRealised(Realised):
+    """This host as it is: ranks under the local mpirun, bound to cores while they fit."""
+
+    @classmethod
+    def from_data(cls, data: dict, source: str, lines=None, host=None):
+        """A spec topology of this host: the spec model, no VMs and no switches (``host``: unused, as this
+        backend sizes nothing)."""
+        from . import spec
+        from .validation import report
+
+        topology = spec.model(data, source, lines)
+        problems = spec.check_references(topology)
+        for kind in ("vms", "switches"):
+            if getattr(topology, kind):
+                problems.append(((kind,), f"the local backend runs ranks on this host, without {kind}; "
+                                          f"remove them or set backend: {DEFAULT_VM_BACKEND}"))
+        if problems:
+            raise SpecError(report(source, lines, problems))
+        return topology
+
     @classmethod
     def up(cls, topology) -> list[str]:
         raise UsageError(f"topology {topology.name!r} is this host itself (backend local); there is nothing to "
@@ -35,7 +59,7 @@ class LocalRealised(Realised):
 
     @classmethod
     def down(cls, ref: str, topology=None) -> str | None:
-        if topology is not None and topology.backend == "local":
+        if topology is not None and topology.backend == cls.backend:
             raise UsageError(f"topology {topology.name!r} is this host itself; there is nothing to take down")
         return None
 

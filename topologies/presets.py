@@ -3,7 +3,10 @@
 The study's host had 16 logical cpus and 48 GB; its VMs had 8 vCPUs and 12 GB (one or two
 VMs) or 4 vCPUs and 6 GB (four VMs). ``scale_from`` keeps those proportions on any host:
 on 2 cpus a 4-VM topology gets 1 vCPU per VM, and its VMs share cores, as a consolidated host's do.
+The VM presets are the default VM backend's (``base.DEFAULT_VM_BACKEND``).
 """
+
+from .base import DEFAULT_VM_BACKEND
 
 STUDY_HOST = {"cpus": 16, "memory": "48GB"}
 UPLINK = {"rate": "1gbit"}  # one 1 GbE NIC per vSwitch to the physical switch
@@ -25,7 +28,7 @@ def _preset(name: str, description: str, vms: int, switches: int) -> dict:
     return {
         "name": name,
         "description": description,
-        "backend": "netns",
+        "backend": DEFAULT_VM_BACKEND,
         "scale_from": dict(STUDY_HOST),
         "switches": declared,
         "vms": _vms(vms, *per_vm, names),

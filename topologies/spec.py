@@ -1,14 +1,16 @@
-"""Topology specs: the frozen, validated model, and the loader for presets and YAML files.
+"""Topology specs: the frozen, validated model shared by every backend of VM topologies, and its checks.
 
 A topology names hosts, VMs (vCPUs, memory, NUMA policy, switch), switches (with an optional
 uplink to the physical switch at a rate), how ranks are placed on VMs, and a subnet. Every
 error names the file, the line and the field: ``FILE:LINE: vms[1].vcpus: what was expected``.
+Here: the model (``model``), the checks that hold for any VM topology (``from_dict``), and a loader of
+presets and YAML files through their backend's ``from_data`` (``load_topology``); what one backend
+alone requires (sizes on this host, a local topology's lack of VMs) is in that backend's ``from_data``.
 """
 
 import hashlib
 import ipaddress
 import json
-import math
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -20,7 +22,7 @@ from vnetbench.errors import SpecError, UsageError
 from . import units
 from . import base, validation
 from .validation import Lines, report, validated, where
-from .host import HostFacts, format_cpulist
+from .host import HostFacts
 
 PLACEMENTS = units.PLACEMENTS
 NUMA_POLICIES = ("packed", "spread")
@@ -205,20 +207,38 @@ class Topology(Spec):
 
 # ---- loading ------------------------------------------------------------------------------
 
-def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topology") -> Topology:
-    """A preset name or a YAML file -> a validated Topology sized for ``host`` (default: this one).
+def model(data, source: str = "<spec>", lines=None) -> Topology:
+    """``data`` (as YAML gives it) as the model alone: SpecError listing every field that does not validate."""
+    lines = lines or Lines(None)
+    if not isinstance(data, dict):
+        raise SpecError(f"{where(source, lines.find(()), ())}: expected a mapping of topology fields "
+                        f"(name, vms, switches, ...), got {units.shown(data)}")
+    topology = validated(Topology, data, source, lines)
+    topology._source, topology._lines = source, lines.table()
+    return topology
 
-    ``what`` names where ``ref`` was typed, for the error when it is neither.
+
+def from_dict(data, source: str = "<spec>", lines=None) -> Topology:
+    """``data`` as a VM topology: the model and the checks that hold for any VM topology (a backend's
+    ``from_data`` adds its own); SpecError listing every problem, each located."""
+    topology = model(data, source, lines)
+    problems = check_references(topology) + check_vms(topology)
+    if problems:
+        raise SpecError(report(source, lines or Lines(None), problems))
+    return topology
+
+
+def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topology"):
+    """A preset name or a topology YAML file -> the topology its backend's ``from_data`` makes of it.
+
+    ``host``: the host a backend that runs VMs on this host sizes them for (a fake one, in tests); ``what``
+    names where ``ref`` was typed. Hostfiles, inventories and ``BACKEND:REF`` refs: ``topologies.load``.
     """
     from . import presets
 
     if ref in presets.PRESETS:
-        return from_dict(presets.PRESETS[ref], source=f"preset {ref}", host=host)
+        return _through_backend(presets.PRESETS[ref], f"preset {ref}", None, host)
     path = Path(ref)
-    from .inventory import is_hosts_file, load_hosts
-
-    if path.is_file() and is_hosts_file(path):  # a hostfile, an Ansible inventory or a hosts topology
-        return load_hosts(path)
     if not path.is_file():
         if "/" in ref or ref.endswith((".yaml", ".yml")):
             raise UsageError(f"{what}: no such file: {ref}")
@@ -227,33 +247,22 @@ def load_topology(ref: str, host: HostFacts | None = None, what: str = "--topolo
     return load_file(path, host=host)
 
 
-def load_file(path: Path, host: HostFacts | None = None) -> Topology:
+def load_file(path: Path, host: HostFacts | None = None):
+    """A topology YAML file -> the topology its backend's ``from_data`` makes of it (``host``: as load_topology)."""
     data, lines = validation.read(path, str(path), "a topology spec", MAX_SPEC_BYTES, "a topology file")
-    return from_dict(data, source=str(path), lines=lines, host=host)
+    return _through_backend(data, str(path), lines, host)
 
 
-def from_dict(data, source: str = "<spec>", lines=None, host: HostFacts | None = None) -> Topology:
-    """Validate ``data`` (as YAML gives it); SpecError listing every problem, each located."""
-    lines = lines or Lines(None)
-    if not isinstance(data, dict):
-        raise SpecError(f"{where(source, lines.find(()), ())}: expected a mapping of topology fields "
-                        f"(name, vms, switches, ...), got {units.shown(data)}")
-    topology = validated(Topology, data, source, lines)
-    topology._source, topology._lines = source, lines.table()
-    problems = check_references(topology)
-    if not problems and topology.backend == "netns":
-        from . import host as hostmod
-
-        host = host or hostmod.detect()
-        topology = _scale(topology, host)
-        problems = check_host(topology, host)
-    if problems:
-        raise SpecError(report(source, lines, problems))
-    return topology
+def _through_backend(data, source: str, lines, host: HostFacts | None):
+    chosen = data.get("backend", base.DEFAULT_VM_BACKEND if data.get("vms") else "local") \
+        if isinstance(data, dict) else None
+    if not isinstance(chosen, str) or chosen not in base.names():
+        return from_dict(data, source, lines)  # the model's own error: not a mapping, an unknown backend
+    return base.backend(chosen).from_data(data, source, lines, **({"host": host} if host is not None else {}))
 
 
 def check_references(t: Topology) -> list[tuple[tuple, str]]:
-    """Problems that no single field shows: names, references, reachability, subnet size."""
+    """Problems that no single field shows: names given twice, references to switches and hosts."""
     problems = []
     for kind in ("hosts", "switches", "vms"):
         seen = {}
@@ -270,20 +279,19 @@ def check_references(t: Topology) -> list[tuple[tuple, str]]:
         if vm.host is not None and vm.host not in hosts:
             have = ", ".join(hosts) or "none are declared"
             problems.append((("vms", i, "host"), f"no host named {vm.host!r}; hosts: {have}"))
-    if t.backend == "local":
-        for kind in ("vms", "switches"):
-            if getattr(t, kind):
-                problems.append(((kind,), f"the local backend runs ranks on this host, without {kind}; "
-                                          f"remove them or set backend: netns"))
-        return problems
+    return problems
+
+
+def check_vms(t: Topology) -> list[tuple[tuple, str]]:
+    """What any VM topology needs: VMs (not too many), uplinks between switches that have VMs, a subnet with
+    room for every VM and the head."""
+    problems = []
     if not t.vms:
         problems.append((("vms",), f"the {t.backend} backend needs at least one VM"))
     if len(t.vms) > MAX_VMS:
         problems.append((("vms",), f"{len(t.vms)} VMs; allowed: at most {MAX_VMS}"))
     if len(t.switches) > MAX_SWITCHES:
         problems.append((("switches",), f"{len(t.switches)} switches; allowed: at most {MAX_SWITCHES}"))
-    if t.backend == "netns" and len(t.hosts) > 1:
-        problems.append((("hosts",), "the netns backend emulates VMs on this one host; declare at most one host"))
     used = [sw for sw in t.switches if any(vm.switch == sw.name for vm in t.vms)]
     if len(used) > 1:
         for i, sw in enumerate(t.switches):
@@ -295,66 +303,3 @@ def check_references(t: Topology) -> list[tuple[tuple, str]]:
         problems.append((("subnet",), f"{t.subnet} has {t.subnet.num_addresses - 2} addresses; "
                                       f"{len(t.vms) + 1} are needed (each VM and the head)"))
     return problems
-
-
-def check_host(t: Topology, host: HostFacts) -> list[tuple[tuple, str]]:
-    """Problems of a netns topology on ``host``: sizes, NUMA nodes, subnet clashes."""
-    problems = []
-    cpus, memory = _host_size(t, host)
-    if t.hosts and t.hosts[0].cpus is not None and t.hosts[0].cpus > len(host.cpus):
-        problems.append((("hosts", 0, "cpus"), f"{t.hosts[0].cpus} cpus declared; this host has {len(host.cpus)}"))
-    if t.hosts and t.hosts[0].memory is not None and t.hosts[0].memory > host.memory:
-        problems.append((("hosts", 0, "memory"), f"{units.human_size(t.hosts[0].memory)} declared; this host "
-                                                 f"has {units.human_size(host.memory)}"))
-    largest = max(len(c) for c in host.cpus_by_node.values())
-    hint = "" if t.scale_from else " (or add scale_from to scale sizes to the host)"
-    for i, vm in enumerate(t.vms):
-        if vm.vcpus > cpus:
-            problems.append((("vms", i, "vcpus"), f"{vm.vcpus} vCPUs on a host with {cpus} cpus; "
-                                                  f"allowed: at most {cpus}{hint}"))
-        elif vm.numa == "packed" and vm.vcpus > largest:
-            problems.append((("vms", i, "numa"), f"packed needs {vm.vcpus} cpus on one NUMA node; the largest "
-                                                 f"has {largest}; use spread or a node number"))
-        if vm.memory > memory:
-            problems.append((("vms", i, "memory"), f"{units.human_size(vm.memory)} on a host with "
-                                                   f"{units.human_size(memory)}{hint}"))
-        if isinstance(vm.numa, int):
-            node = host.cpus_by_node.get(vm.numa)
-            if node is None:
-                nodes = ", ".join(f"{n} (cpus {format_cpulist(c)})" for n, c in sorted(host.cpus_by_node.items()))
-                problems.append((("vms", i, "numa"), f"no NUMA node {vm.numa} on this host; nodes: {nodes}"))
-            elif vm.vcpus > len(node):
-                problems.append((("vms", i, "numa"), f"node {vm.numa} has {len(node)} cpus for {vm.vcpus} vCPUs"))
-    if t.subnet is not None:
-        clash = host.overlaps(t.subnet)
-        if clash:
-            problems.append((("subnet",), f"{t.subnet} overlaps {clash}; choose another subnet, or leave "
-                                          f"subnet out and vnetbench picks a free one"))
-    return problems
-
-
-def _host_size(t: Topology, host: HostFacts) -> tuple[int, int]:
-    declared = t.hosts[0] if t.hosts else None
-    cpus = declared.cpus if declared and declared.cpus else len(host.cpus)
-    memory = declared.memory if declared and declared.memory else host.memory
-    return min(cpus, len(host.cpus)), min(memory, host.memory)
-
-
-def _scale(t: Topology, host: HostFacts) -> Topology:
-    """Sizes written for ``scale_from`` -> sizes for this host, at least 1 vCPU and 64 MiB each."""
-    if t.scale_from is None:
-        return t
-    cpus, memory = _host_size(t, host)
-    ref = t.scale_from
-    vms, asked = [], {}
-    for vm in t.vms:
-        vcpus = max(1, min(cpus, math.floor(vm.vcpus * cpus / ref.cpus + 0.5)))
-        mem = max(units.MIN_MEMORY, (vm.memory * memory // ref.memory) >> 20 << 20)
-        asked[vm.name] = [vm.vcpus, vm.memory]
-        vms.append(vm.model_copy(update={"vcpus": vcpus, "memory": mem}))
-    scaled = t.model_copy(update={"vms": vms})
-    scaled._scaled = {"from": {"cpus": ref.cpus, "memory": ref.memory},
-                      "to": {"cpus": cpus, "memory": memory}, "vms": asked}
-    return scaled
-
-

@@ -1,9 +1,10 @@
-"""What the netns backend has up: one JSON file per topology under /run/vnetbench/ID/.
+"""What the backends of VMs on this host have up: one JSON file per topology under /run/vnetbench/ID/.
 
 The state is written before anything is created (``complete: false``) and lists every name
 that will exist, so that whatever a crash leaves half-built can still be found and removed.
 ``owner`` is the process that will tear the topology down when it exits (a run), or None for
-one brought up by ``vnetbench topology up``, which stays until ``down``.
+one brought up by ``vnetbench topology up``, which stays until ``down``; ``backend`` is the backend
+whose topology it is (states from before that field are the emulated VMs'). lifecycle.py keeps them.
 Only the standard library is used here: the launch agent reads these files on every launch.
 """
 
@@ -21,7 +22,7 @@ RUN_DIR = Path("/run/vnetbench")
 VERSION = 1
 
 
-# the names plan.py gives what it makes; nothing else is ever removed, killed or entered
+# the names fabric.py and the backends give what they make; nothing else is ever removed, killed or entered
 ID = re.compile(r"[0-9a-f]{4}")
 VM_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # a VM's name: a lower-case DNS label
 ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}|p|v\d{1,3}|u\d{1,3}[ab])")

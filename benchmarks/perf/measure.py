@@ -37,6 +37,7 @@ class Verdict:
     subject_samples: list[float]
     problem: str | None = None
     load: tuple[float | None, float | None] = (None, None)  # other processes' cores, deciding runs
+    pairs: list[float] = field(default_factory=list)  # the measure of each repetition: the noise
 
     @property
     def noisy(self) -> bool:
@@ -49,7 +50,8 @@ class Verdict:
                 "reference": self.reference, "subject": self.subject, "measured": self.measured,
                 "passed": self.passed, "problem": self.problem, "noisy": self.noisy,
                 "others_busy_cores": {"reference": self.load[0], "subject": self.load[1]},
-                "samples": {"reference": self.reference_samples, "subject": self.subject_samples}}
+                "samples": {"reference": self.reference_samples, "subject": self.subject_samples},
+                "pairs": self.pairs}
 
 
 def measure(pairs: list[Pair], log: Callable[[str], None] = lambda text: None,
@@ -108,7 +110,7 @@ def verdicts(pairs: list[Pair], results: dict[str, dict[str, Samples]]) -> list[
             # a failed run is a failed target even when the other repetitions looked fine
             out.append(Verdict(pair.name, check, reference, subject, measured,
                                check.passes(measured) and not problems, ref_samples, sub_samples,
-                               "; ".join(problems) or None, load))
+                               "; ".join(problems) or None, load, check.per_pair(ref_samples, sub_samples)))
     return out
 
 

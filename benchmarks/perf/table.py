@@ -4,7 +4,8 @@ from .measure import Verdict
 
 from .measure import NOISY_CORES
 
-HEADER = ("target", "unit", "C reference", "vnetbench", "measured", "threshold", "other load", "result")
+HEADER = ("target", "unit", "C reference", "vnetbench", "measured", "pairs (min-max)", "threshold", "other load",
+          "result")
 NOISY_NOTE = (f"?: a deciding run shared the machine with other processes using more than {NOISY_CORES} "
               f"cores; inconclusive: rerun with more --repeat or --quiet-wait")
 
@@ -16,12 +17,23 @@ def _number(value: float | None, unit: str) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _measured(v: Verdict) -> str:
-    if v.measured is None:
+def _measure(value: float | None, v: Verdict) -> str:
+    if value is None:
         return "-"
     if v.check.kind == "ratio":
-        return f"{v.measured * 100:.1f}%"
-    return f"{v.measured:+.3f} {v.check.unit}"
+        return f"{value * 100:.1f}%"
+    return f"{value:+.3f} {v.check.unit}"
+
+
+def _measured(v: Verdict) -> str:
+    return _measure(v.measured, v)
+
+
+def _spread(v: Verdict) -> str:
+    """Lowest and highest of the per-repetition measures: how noisy the machine was."""
+    if not v.pairs:
+        return "-"
+    return f"{_measure(min(v.pairs), v)} - {_measure(max(v.pairs), v)}"
 
 
 def _threshold(v: Verdict) -> str:
@@ -38,8 +50,8 @@ def _load(v: Verdict) -> str:
 
 def rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
     return [(v.check.label, v.check.unit, _number(v.reference, v.check.unit), _number(v.subject, v.check.unit),
-             _measured(v), _threshold(v), _load(v), ("PASS" if v.passed else "FAIL") + ("?" if v.noisy else ""))
-            for v in verdicts]
+             _measured(v), _spread(v), _threshold(v), _load(v),
+             ("PASS" if v.passed else "FAIL") + ("?" if v.noisy else "")) for v in verdicts]
 
 
 def render(verdicts: list[Verdict], markdown: bool = False) -> str:
@@ -49,7 +61,7 @@ def render(verdicts: list[Verdict], markdown: bool = False) -> str:
         lines += ["| " + " | ".join(row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(row[i]) for row in [HEADER, *body]) for i in range(len(HEADER))]
-    right = {2, 3, 4, 6}
+    right = {2, 3, 4, 5, 7}
 
     def line(row):
         return "  ".join(cell.rjust(w) if i in right else cell.ljust(w)

@@ -8,12 +8,13 @@
 - ``tables``: the study-shaped tables as data (cells, overhead or N/A, scaling);
 - ``breakdown``: where a headline number comes from, per configuration;
 - ``compare``: two stores, configuration by configuration, with verdicts;
-- ``format``: how every number reads; ``render``: one renderer per format (text via rich,
-  markdown, csv, json) for every document; ``report``: records and tables laid out as documents;
-- ``osu``: per-size rows in the OSU micro-benchmarks' layout; ``junit``: a comparison as JUnit XML;
-- ``plots`` and ``html`` on top (matplotlib only when drawing).
+- ``format``: how every number reads; ``render``: a document as data (what every command prints);
+  ``report``: records and tables laid out as documents;
+- ``formats``: the output formats, one module each (table, markdown, csv, json, osu; written: plot,
+  html, junit), each saying what it applies to (run, report, compare); ``--format`` choices come from
+  its registry. ``plots`` draws (matplotlib only when drawing).
 
-Adding a report format is adding a renderer to ``render.FORMATS``.
+Adding an output format is adding a module to ``formats/`` and its line to ``formats.FORMATS``.
 """
 
 

@@ -16,7 +16,7 @@ from ..kernels.contract import Metric
 from . import format as fmt
 from . import metrics as registry
 from .records import ConfigKey, Loaded, config_key, describe_key, stream
-from .render import Document, Grid, render as render_document
+from .render import Document, Grid
 from .stats import Summary, TestResult, change_pct, summarise, welch, worse_pct
 
 VERDICTS = ("regression", "improvement", "untested", "within noise", "within threshold", "not significant",
@@ -226,4 +226,6 @@ def render(result: Comparison, form: str = "table", show_all: bool = False) -> s
     status = "**regressed**" if result.regressed else "no regression"
     doc = Document([Grid(headers, body)] if body else [], before=summary_lines(result),
                    heading=f"vnetbench compare: {status}", csv_rows=[headers, *body], data=result.to_dict())
-    return render_document(doc, form)
+    from . import formats
+
+    return formats.render(form, doc)

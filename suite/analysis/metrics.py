@@ -129,7 +129,10 @@ def breakdown(kernel: str, runs: list[dict]) -> tuple[str, dict] | None:
         columns = module.breakdown(runs)
     except _BROKEN:
         return None
-    return (f"{kernel}: {module.BREAKDOWN_TITLE}", columns) if columns else None
+    title = module.BREAKDOWN_TITLE
+    # the kernel's name once, whether or not its title starts with it (md's did: "md: md: time per phase")
+    title = title if title.startswith(f"{kernel}: ") else f"{kernel}: {title}"
+    return (title, columns) if columns else None
 
 
 def series(record: dict, name: str) -> list[tuple[int, float]]:

@@ -1,12 +1,13 @@
 """Records laid out as documents: one row per record (``run``), one record's per-size table, and
 the study-shaped summary of a store. Numbers come from tables.py and metrics.py, text from
-format.py; render.py writes a document in any format.
+format.py; a printed format (formats/) writes a document out.
 """
 
 from . import format as fmt
+from . import formats
 from . import metrics as registry
 from .breakdown import memory_label
-from .render import Document, Grid, render
+from .render import Document, Grid
 from .tables import StudyTable, to_json
 
 
@@ -28,7 +29,7 @@ def records_document(records: list[dict]) -> Document:
 
 
 def render_records(records: list[dict], form: str = "table") -> str:
-    return render(records_document(records), form)
+    return formats.render(form, records_document(records))
 
 
 def sizes_document(records: list[dict]) -> Document:
@@ -66,7 +67,7 @@ LEGEND = {
 
 def render_study(tables: list[StudyTable], form: str = "table", **context) -> str:
     """The summary of a store in ``form``; ``context`` (store, baseline, counts) goes into json and headers."""
-    return render(study_document(tables, context), form)
+    return formats.render(form, study_document(tables, context))
 
 
 def _cell_text(cell) -> str:
@@ -180,15 +181,6 @@ def study_document(tables: list[StudyTable], context: dict) -> Document:
                     data=to_json(tables, **context, legend=LEGEND))
 
 
-RUN_FORMATS = ("table", "osu")
-
-
 def run_text(records: list[dict], form: str = "table") -> str:
-    """What ``run`` prints: a row per record and each record's per-size table, or OSU's layout."""
-    if form == "osu":
-        from . import osu
-
-        return osu.text(records) or ""
-    doc = records_document(records)
-    doc.grids += sizes_document(records).grids
-    return render(doc, "table")
+    """What ``run`` prints (formats.run_text; this name stays until commands/common.py calls that)."""
+    return formats.run_text(form, records)

@@ -2,7 +2,8 @@
 
 Validated like a topology: every problem names the file, the line and the field
 (``app.yaml:4: metrics[0].regex: ...``), misspelt fields are errors, and nothing starts on a bad
-file. Relative paths in ``command`` resolve against the YAML's folder.
+file. Relative paths in ``command`` resolve against the YAML's folder. A pattern that RE2 cannot run
+in linear time is bounded by the app's timeout (patterns.py): without ``timeout:`` it is refused.
 """
 
 import hashlib
@@ -17,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validat
 
 from vnetbench.errors import SpecError, UsageError
 from vnetbench.topologies.files import one_line, read_text, read_yaml
-from vnetbench.topologies.spec import Lines, validated, where
+from vnetbench.topologies.validation import Lines, report, validated, where
+
+from . import patterns
 
 MAX_APP_BYTES = 64 << 10
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]{0,62}$")
@@ -27,15 +30,15 @@ def _regex(value):
     if not isinstance(value, str) or not value:
         raise ValueError("expected a regular expression (text)")
     try:
-        compiled = re.compile(value)
+        patterns.compile(value)
     except re.error as exc:
         raise ValueError(f"not a valid regular expression: {exc}") from None
-    return compiled.pattern
+    return value
 
 
 def _metric_regex(value):
     pattern = _regex(value)
-    if re.compile(pattern).groups < 1:
+    if patterns.compile(pattern).python.groups < 1:
         raise ValueError("needs a group around the number, e.g. 'Loop time of ([0-9.eE+-]+)'")
     return pattern
 
@@ -191,10 +194,24 @@ def load(path: str | Path) -> App:
         raise _one_line(exc) from None
     from vnetbench import kernels
 
+    unbounded = _unbounded(spec)
+    if unbounded:
+        raise SpecError(one_line(report(str(path), lines, unbounded[:1])))
     if spec.name in kernels.names():
         raise SpecError(f"{where(str(path), lines.find(('name',)), ('name',))}: {spec.name!r} is a kernel's "
                         f"name; choose another")
     return App(spec, path.resolve())
+
+
+def _unbounded(spec: AppDef) -> list[tuple[tuple, str]]:
+    """The patterns no bound holds: RE2 cannot run them, and without a timeout there is no deadline."""
+    if spec.timeout is not None:
+        return []
+    found = [(("success",), "the success pattern", spec.success)] if spec.success else []
+    found += [(("metrics", i, "regex"), f"metric {m.name!r}", m.regex) for i, m in enumerate(spec.metrics)]
+    return [(loc, f"{what} has {why}, which RE2 cannot run in linear time, and Python's re is run only within "
+                  f"the app's timeout: add 'timeout: SECONDS' or write the pattern without it")
+            for loc, what, pattern in found if (why := patterns.compile(pattern).needs_deadline)]
 
 
 def adhoc(program: list[str], parser: str | None = None) -> App:

@@ -9,9 +9,8 @@ floor. Exit 1 when anything regressed (or a configuration that passed no longer 
 
 import argparse
 import sys
-from pathlib import Path
 
-from vnetbench.analysis.render import FORMATS
+from vnetbench.analysis import formats
 
 
 def percent(text: str) -> float:
@@ -43,24 +42,17 @@ def register(sub):
                         help="smallest change that counts, in %% of the baseline (default 5%%)")
     parser.add_argument("--alpha", type=probability, default=0.05, metavar="P",
                         help="significance level of the t-test (default 0.05)")
-    parser.add_argument("--format", choices=list(FORMATS), default="table",
+    parser.add_argument("--format", choices=formats.choices("compare"), default="table",
                         help="markdown suits CI comments (default table)")
     parser.add_argument("--all", action="store_true", help="list every metric, not only the changes")
-    parser.add_argument("--junit", metavar="FILE.xml", help="also write JUnit XML: a test case per configuration "
-                        "and metric, a failure per regression, skipped where a configuration has no counterpart")
+    formats.add_written(parser, "compare")  # --junit FILE.xml
     parser.set_defaults(func=handle)
 
 
 def handle(args) -> int:
     from vnetbench.analysis import compare
 
-    if args.junit:
-        from vnetbench.errors import UsageError
-
-        target = Path(args.junit)
-        if target.is_dir() or not target.parent.is_dir():
-            raise UsageError(f"--junit: cannot write {args.junit}: "
-                             f"{'it is a directory' if target.is_dir() else 'no such folder'}")
+    written = formats.asked(args, "compare")  # each checked before the stores are read
     sides = []
     for option, path in (("BASELINE", args.baseline), ("CURRENT", args.current)):
         side, loaded = compare.Side.read(path, option)  # streamed: its configurations' values, not its records
@@ -69,11 +61,9 @@ def handle(args) -> int:
         sides.append(side)
     result = compare.compare(*sides, args.threshold, args.alpha)
     print(compare.render(result, args.format, args.all))
-    if args.junit:
-        from vnetbench.analysis import junit
-
-        junit.write(args.junit, result)
-        print(f"vnetbench: JUnit XML written to {args.junit}", file=sys.stderr)
+    for module, path in written:
+        what = module.write_compare(path, result)
+        print(f"vnetbench: {what} written to {path}", file=sys.stderr)
     if not result.changes and not result.broken:
         print("vnetbench: no configuration appears in both stores with passing runs; nothing compared",
               file=sys.stderr)

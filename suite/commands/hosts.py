@@ -1,4 +1,5 @@
-"""``vnetbench hosts check|facts|fetch``: the real hosts of an inventory or hostfile, over SSH with Fabric.
+"""``vnetbench hosts check|facts|fetch``: the hosts of a topology (an inventory, a hostfile, a Slurm partition), through
+the backend that has them.
 
 check   every host reachable, the same vnetbench, Open MPI and Python at the same path, SSH from
         host to host, clocks in sync; free memory and cores shown. Exit 1 if any host fails.
@@ -46,9 +47,11 @@ def register(sub):
 def _common(parser, slurm: bool = False):
     source = parser.add_mutually_exclusive_group(required=True)
     if slurm:
-        source.add_argument("--slurm", metavar="PARTITION", help="the nodes of a Slurm partition, through srun")
-    source.add_argument("--inventory", metavar="FILE", help="Ansible inventory, YAML or INI")
-    source.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile")
+        source.add_argument("--slurm", metavar="PARTITION",
+                            help="the nodes of a Slurm partition, through srun (the ref slurm:PARTITION)")
+    source.add_argument("--inventory", metavar="FILE",
+                        help="Ansible inventory, YAML or INI (the ref inventory:FILE#all, or #NAME with --group)")
+    source.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile (the ref hostfile:FILE)")
     parser.add_argument("--group", metavar="NAME", help="inventory group of the hosts (default: every host)")
     parser.add_argument("--venv", metavar="PATH", help="where vnetbench is on the hosts (default: vnetbench_venv, "
                                                        "else this vnetbench's own venv)")
@@ -62,12 +65,24 @@ def _usage(parser) -> int:
 
 
 def load(args):
+    """The topology the options name, through the one loader: ``--inventory F`` is the ref ``inventory:F#all``
+    (every host; ``--group G``: ``inventory:F#G``), ``--hostfile F`` ``hostfile:F``, ``--slurm P`` ``slurm:P``."""
+    from vnetbench import topologies
     from vnetbench.errors import UsageError
-    from vnetbench.topologies.inventory import load_hosts
 
     if args.group and not args.inventory:
         raise UsageError("--group: only with --inventory")
-    return load_hosts(inventory=args.inventory, hostfile=args.hostfile, group=args.group, all_hosts=True)
+    if getattr(args, "slurm", None):
+        return topologies.load(f"slurm:{args.slurm}", what="--slurm")
+    if args.inventory:
+        return topologies.load(f"inventory:{args.inventory}#{args.group or 'all'}", what="--inventory")
+    return topologies.load(f"hostfile:{args.hostfile}", what="--hostfile")
+
+
+def _backend(topology):
+    from vnetbench import topologies
+
+    return topologies.backend(topology.backend)
 
 
 def _size(value) -> str:
@@ -75,18 +90,9 @@ def _size(value) -> str:
 
 
 def handle_check(args) -> int:
-    from vnetbench import hosts
-
-    if args.slurm:
-        from vnetbench import slurmcheck
-
-        topology = None
-        reports = slurmcheck.check(args.slurm, venv=args.venv, timeout=args.timeout,
-                                   clock_tolerance=args.clock_tolerance, mpi=args.mpi)
-    else:
-        topology = load(args)
-        reports = hosts.check(topology, venv=args.venv, timeout=args.timeout,
-                              clock_tolerance=args.clock_tolerance, mpi=args.mpi)
+    topology = load(args)
+    reports = _backend(topology).check_hosts(topology, venv=args.venv, timeout=args.timeout,
+                                             clock_tolerance=args.clock_tolerance, mpi=args.mpi)
     if args.json:
         print(json.dumps([{"name": r.name, "address": r.address, "ok": r.ok, "problems": r.problems,
                            "clock_offset_s": r.clock_offset, "clock_window_s": r.clock_window, "probe": r.probe} for r in reports], indent=2))
@@ -107,7 +113,7 @@ def handle_check(args) -> int:
     for r in failed:
         for problem in r.problems or ["not reached"]:
             print(f"{r.name}: {problem}", file=out)
-    venv = args.venv or (topology.venv if topology else None) or sys.prefix
+    venv = args.venv or getattr(topology, "venv", None) or sys.prefix
     if failed:
         print(f"verdict: FAIL: {len(failed)} of {len(reports)} hosts failed: {', '.join(r.name for r in failed)}",
               file=out)
@@ -117,11 +123,11 @@ def handle_check(args) -> int:
 
 
 def handle_facts(args) -> int:
-    from vnetbench import hosts
+    from vnetbench.hostfacts import save_facts
 
     topology = load(args)
-    found = hosts.facts(topology, venv=args.venv, timeout=args.timeout)
-    path = hosts.save_facts(args.store, found, topology.source)
+    found = _backend(topology).facts(topology, venv=args.venv, timeout=args.timeout)
+    path = save_facts(args.store, found, topology.source)
     if args.json:
         print(json.dumps(found, indent=2, sort_keys=True))
     rows = []
@@ -141,10 +147,12 @@ def handle_facts(args) -> int:
 
 
 def handle_fetch(args) -> int:
-    from vnetbench import hosts
+    from vnetbench.ingest import Intake
+    from vnetbench.store import Store
 
     topology = load(args)
-    summary = hosts.fetch(topology, args.remote, args.store, timeout=args.timeout)
+    intake = Intake(Store(args.store))  # before any host is asked: a store it cannot write is refused first
+    summary = _backend(topology).fetch(topology, args.remote, intake.add, timeout=args.timeout)
     rows = []
     for name, s in summary.items():
         state = f"FAIL: {s['error']}" if "error" in s else "no such file" if s.get("missing") else \

@@ -10,7 +10,7 @@ cannot be read, and records whose metrics are not numbers, are named in a warnin
 
 import sys
 
-from vnetbench.analysis.render import FORMATS
+from vnetbench.analysis import formats
 from vnetbench.errors import UsageError
 from vnetbench.store import DEFAULT_PATH
 
@@ -21,39 +21,25 @@ def register(sub):
     parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
     parser.add_argument("--baseline", default="native", metavar="TOPOLOGY",
                         help="topology that overhead is measured against (default native)")
-    parser.add_argument("--format", choices=list(FORMATS), default="table")
+    parser.add_argument("--format", choices=formats.choices("report"), default="table")
     parser.add_argument("--runs", action="store_true", help="one row per record instead of the study's tables")
     parser.add_argument("--sizes", metavar="RUN_ID", help="the per-size table of the records of one run "
                         "(kernels and applications that measure per message size: latency, bandwidth, spread)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also draw the plots into FILE.png (matplotlib)")
-    parser.add_argument("--html", metavar="FILE", help="also write one self-contained HTML page with tables and plots")
+    formats.add_written(parser, "report")  # --plot FILE.png, --html FILE
     parser.set_defaults(func=handle)
 
 
-def _check_output(option: str, path: str | None, suffixes: tuple[str, ...]) -> None:
-    from pathlib import Path
-
-    if path is None:
-        return
-    target = Path(path)
-    if target.suffix.lower() not in suffixes:
-        raise UsageError(f"{option}: {path} should end in {' or '.join(suffixes)}")
-    if target.is_dir() or not target.parent.is_dir():
-        raise UsageError(f"{option}: cannot write {path}: {'it is a directory' if target.is_dir() else 'no such folder'}")
-
-
 def handle(args) -> int:
-    from vnetbench.analysis import digest, render, report
+    from vnetbench.analysis import digest, report
 
-    _check_output("--plot", args.plot, (".png", ".svg", ".pdf"))
-    _check_output("--html", args.html, (".html", ".htm"))
+    written = formats.asked(args, "report")  # each checked before the store is read
     # the store is streamed into the tables; records are kept only where they are shown
     if args.runs:
         keep = (lambda record: True)
     elif args.sizes:
         keep = (lambda record: record["run_id"] == args.sizes)
     else:
-        keep = digest.passing if args.plot or args.html else None
+        keep = digest.passing if written else None
     read = digest.digest(args.store, "--store", keep=keep, whole=args.runs)
     loaded = read.loaded
     for warning in loaded.warnings():
@@ -70,7 +56,7 @@ def handle(args) -> int:
         document = report.sizes_document(read.kept)
         if not document.grids:
             raise UsageError(f"--sizes: run {args.sizes!r} ({read.kept[0]['kernel']}) has no per-size table")
-        print(render.render(document, args.format))
+        print(formats.render(args.format, document))
         return 0
     if args.runs:
         print(report.render_records(read.kept, args.format))
@@ -83,14 +69,7 @@ def handle(args) -> int:
                "not_numbers": read.not_numbers,
                "breakdowns": read.breakdowns.rows()}
     print(report.render_study(tables, args.format, **context))
-    if args.plot:
-        from vnetbench.analysis import plots
-
-        drawn = plots.save(read.kept, tables, args.plot, baseline=args.baseline)
-        print(f"vnetbench: {drawn} plot(s) written to {args.plot}", file=sys.stderr)
-    if args.html:
-        from vnetbench.analysis import html
-
-        html.write(args.html, read.kept, tables, **context)
-        print(f"vnetbench: report written to {args.html}", file=sys.stderr)
+    for module, path in written:
+        what = module.write_report(path, read.kept, tables, context)
+        print(f"vnetbench: {what} written to {path}", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""``vnetbench sweep``: one kernel over topologies x rank counts x repetitions, stored run by run.
+"""``vnetbench sweep``: one kernel (or ``--app`` application) over topologies x rank counts x repetitions, stored
+run by run.
 
 Without options it runs a short version of the study's matrix (``--study quick``); ``--study
 namd`` and ``--study stream`` run the study's two experiments, scaled to this machine.
@@ -16,11 +17,10 @@ from dataclasses import dataclass, field
 
 from vnetbench import kernels
 from vnetbench.errors import UsageError
-from vnetbench.options import float_range, int_range
-from vnetbench.store import DEFAULT_PATH
+from vnetbench.options import int_range
 from vnetbench.topologies.base import MAX_RANKS
 
-from .run import rank_options
+from . import common
 
 
 def name_list(text: str) -> list[str]:
@@ -44,30 +44,25 @@ def rank_list(text: str) -> list[int]:
 def register(sub):
     from vnetbench.studies import STUDIES
 
-    parser = sub.add_parser("sweep", help="run a kernel over topologies x rank counts x repetitions",
-                            description=__doc__.replace("``", ""), add_help=False)
+    parser = sub.add_parser("sweep", help="run a kernel (or an application) over topologies x rank counts x "
+                                          "repetitions", description=__doc__.replace("``", ""), add_help=False)
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
     parser.add_argument("--kernel", metavar="K", help=f"one of: {', '.join(kernels.names())}")
-    from .apps import add_app_option
-
-    add_app_option(parser)
-    parser.add_argument("--topologies", type=name_list, metavar="A,B,..", help="presets or topology files")
+    common.add_app(parser)
+    parser.add_argument("--topologies", type=name_list, metavar="A,B,..",
+                        help="presets, topology files or backend refs, as --topology of run takes them")
     parser.add_argument("--ranks", type=rank_list, metavar="N,M,..", help="rank counts")
-    parser.add_argument("--repeat", type=int_range(1, 1000), metavar="R", help="repetitions of each combination")
-    parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH",
-                        help=f"results store, JSON Lines (default {DEFAULT_PATH})")
+    common.add_repeat(parser, default=None)
+    common.add_store(parser)
     parser.add_argument("--resume", action="store_true", help="skip runs the store already holds (passed)")
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop at the first run that fails, and refuse to start when any combination "
                              "cannot run here")
     parser.add_argument("--dry-run", action="store_true", help="show the plan and exit")
-    parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
-                        help="seconds before a run is killed and recorded as 'timeout' (default: per kernel)")
-    parser.add_argument("--bind", choices=["core", "none"], help="as in run (default: core when ranks fit)")
-    kernels.add_rank_options(parser)
-    from vnetbench import mpiselect
-
-    mpiselect.add_option(parser)
+    common.add_timeout(parser)
+    common.add_bind(parser)
+    common.add_rank_options(parser)
+    common.add_mpi(parser)
     parser.add_argument("-h", "--help", action="store_true", help="show help (with --kernel: its options)")
     parser.set_defaults(func=handle, parser=parser, takes_extra=True)
 
@@ -92,15 +87,11 @@ def handle(args) -> int:
     if args.help:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
         return 0
-    if args.app:
-        from . import apps
-
-        return apps.sweep(args)
-    asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra)
+    asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra, app=args.app)
     store = Store(args.store)
     store.check_writable()
-    plan = sweep.plan(asked.kernel, asked.params, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
-                      run_options=rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
+    plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
+                      run_options=common.rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
                       optional_topologies=args.topologies is None, mpi=args.mpi)
     return run_plan(args, asked.study, plan, asked.topologies, asked.ranks, store)
 
@@ -127,7 +118,7 @@ def describe_plan(args, study, plan, topology_names, rank_counts) -> None:
     from vnetbench.analysis.tables import params_label
 
     setting = params_label(plan.kernel, plan.params, [])
-    if args.study or not (args.kernel or args.topologies or args.ranks):
+    if args.study or not (args.kernel or args.app or args.topologies or args.ranks):
         say(f"study {study.name}: {study.description}")
         for note in study.notes:
             say(f"  {note}")

@@ -1,6 +1,6 @@
-"""``vnetbench topology list|show|up|down|status|cleanup``: the emulated VMs and switches of a topology.
+"""``vnetbench topology list|show|up|down|status|cleanup``: topologies, each through its backend.
 
-A topology is a preset name (see ``list``) or a YAML file. ``up`` leaves it up until ``down``;
+A topology is a preset name (see ``list``), a YAML file or BACKEND:REF. ``up`` leaves it up until ``down``;
 ``run`` and ``exec`` bring one up for themselves (or use it if it is up) and take down only what
 they brought up. ``cleanup`` removes what crashed runs left behind; ``cleanup --all`` removes
 every vnetbench topology. Emulated VMs need root, ip and tc.
@@ -103,9 +103,14 @@ def handle_down(args) -> int:
         topology = topologies.load(args.ref, what="NAME|FILE")
     except UsageError as exc:  # a topology up under a name or file that no longer loads is still taken down
         why = exc
-    names = [topology.backend] if topology is not None else topologies.names()
+    # the loaded topology's own backend first (it knows REF loaded); then any backend that has something up
+    # under the name or file REF (a topology up under a name that now loads as another backend's)
+    names = topologies.names()
+    if topology is not None:
+        names = [topology.backend, *(name for name in names if name != topology.backend)]
     for name in names:
-        taken = topologies.backend(name).down(args.ref, topology)
+        mine = topology is not None and name == topology.backend
+        taken = topologies.backend(name).down(args.ref, topology if mine else None)
         if taken:
             print(taken)
             return 0

@@ -2,6 +2,7 @@
 reason, exit 1, and the store's earlier lines untouched; bad input exits 2 before anything starts."""
 
 import json
+import time
 
 import pytest
 
@@ -70,6 +71,19 @@ def test_a_missing_declared_metric(lj_app, seeded):
     record = one_failure(seeded, lj_app)
     assert record["status"] == "invalid"
     assert "metric neighbours_per_atom: regex 'Energy drift ([0-9.eE+-]+)' matched nothing" in record["validation"]["detail"]
+
+
+def test_a_metric_pattern_that_cannot_finish_ends_with_the_run_s_timeout(tmp_path, seeded):
+    # a lookahead needs Python's backtracking re, and (a+)+ before a failing x backtracks 2^40 ways: the pattern
+    # gets what is left of the run's timeout, then the run is invalid, naming the metric
+    app = app_file(tmp_path, "slow", "name: slow\ncommand: [sh, -c, 'echo aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!']\n"
+                                     "timeout: 60\nmetrics: [{name: slow, regex: '((a+)+)(?!a)x'}]\n")
+    started = time.monotonic()
+    record = one_failure(seeded, app, "--timeout", 4)
+    assert time.monotonic() - started < 30
+    assert record["status"] == "invalid" and record["exit_status"] == 0
+    detail = record["validation"]["detail"]
+    assert detail.startswith("metric slow: regex '((a+)+)(?!a)x': gave up after ") and "\n" not in detail, detail
 
 
 @pytest.mark.parametrize("command, message", [

@@ -56,15 +56,16 @@ class Used:
 @pytest.fixture
 def host_unchanged():
     """Yields ``use(name, ...)``: register each topology the test brings up (even indirectly)."""
-    from vnetbench.topologies import netns, spec, state
+    from vnetbench.topologies import spec, state
+    from vnetbench.topologies.netns import life
 
     used = Used(snapshot())
     yield used
     for name in used.names:
         topology = spec.load_topology(name)
         if state.read(topology.id) is not None:
-            netns.down(topology.id)
-    netns.cleanup()  # what a killed run of this test left, and nothing that is in use
+            life.down(topology.id)
+    life.cleanup()  # what a killed run of this test left, and nothing that is in use
     after = snapshot()
     before = used.before
     assert after == before, "the host changed: " + json.dumps(

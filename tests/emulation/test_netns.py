@@ -232,6 +232,6 @@ def test_cleanup_removes_what_a_killed_run_left(host_unchanged):
 
 
 def test_the_agent_refuses_hosts_that_are_not_vms(host_unchanged):
-    proc = subprocess.run([sys.executable, "-m", "vnetbench.topologies.agent", "localhost", "id"],
+    proc = subprocess.run([sys.executable, "-m", "vnetbench.topologies.netns.agent", "localhost", "id"],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 255 and "refused" in proc.stderr

@@ -1,9 +1,10 @@
-"""Hostile input through the real CLI: refused with exit 2 and one line, nothing created; damaged stores read anyway.
+"""Hostile input through the real CLI: refused with exit 2 and one line, nothing created; damaged stores read
+anyway; catastrophic application patterns end within the application's timeout.
 
 The corpus is tests/data/hostile/, and cases.yaml there says how each file goes in and what the
 refusal must say. Every command is refused before anything starts, so no case needs MPI or root:
 where validation let a file through as root, ``topology up`` would build it, and ``clean_host``
-would fail the test naming what was left.
+would fail the test naming what was left. The pattern cases run a real mpirun (one rank).
 """
 
 import ipaddress
@@ -12,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,8 @@ REFUSED = [pytest.param(case, id=f"{group}/{case['file']}")
 STORES = [pytest.param(case, id=f"{case['run'].split()[0]}-{Path(case['file']).name}",
                        marks=[pytest.mark.xfail(reason=case["xfail"], strict=True)] if "xfail" in case else [])
           for case in MANIFEST["stores"]]
+PATTERNS = [pytest.param(case, id=Path(case["file"]).name) for case in MANIFEST["patterns"]]
+STARTUP_S = 5  # the CLI before the run's clock starts (imports, topology, the world-size guard's build)
 HAS_MPIRUN = (Path(sys.executable).parent / "mpirun").exists() or shutil.which("mpirun") is not None
 # never usable as an emulated subnet whatever the routes say, so not "the host's own routes"
 RESERVED = [ipaddress.IPv4Network(net) for net in
@@ -73,6 +77,7 @@ def assert_refused(proc: subprocess.CompletedProcess, expect: str, workdir: Path
 def test_every_file_of_the_corpus_is_a_case_and_every_case_a_file():
     named = {case["file"] for cases in MANIFEST["refused"].values() for case in cases}
     named |= {case["file"] for case in MANIFEST["stores"]}
+    named |= {case["file"] for case in MANIFEST["patterns"]}
     present = {str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*") if p.is_file() and p.name != "cases.yaml"}
     assert present - named == set(), "files in the corpus that no case runs"
     assert {name for name in named if not (CORPUS / name).is_file()} == set(), "cases without their file"
@@ -145,4 +150,30 @@ def test_a_damaged_store_is_read_naming_each_bad_line(case, workdir, clean_host)
     assert sorted(named) == sorted(case["lines"]), shown
     for number, why in case["lines"].items():
         assert why in named[number], f"line {number}: {why!r} not in {named[number]!r}"
+    assert not list(workdir.iterdir())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", PATTERNS)
+def test_a_catastrophic_pattern_ends_within_the_apps_timeout(case, tmp_path, workdir, clean_host):
+    if not HAS_MPIRUN:
+        pytest.skip("an application run needs mpirun; there is none here")
+    app = CORPUS / case["file"]
+    timeout = yaml.safe_load(app.read_text())["timeout"]
+    started = time.monotonic()
+    proc = vnetbench("run --app FILE --ranks 1 --store STORE", app, workdir)
+    took = time.monotonic() - started
+    shown = f"exit {proc.returncode} after {took:.1f} s\nstderr: {proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stdout + proc.stderr, shown
+    assert took < timeout + STARTUP_S, f"not within the app's timeout of {timeout} s: {shown}"
+    assert proc.returncode == case["exit"], shown
+    (record,) = [json.loads(line) for line in (tmp_path / "store" / "results.jsonl").read_text().splitlines()]
+    assert record["status"] == case["status"], shown
+    detail = record["validation"]["detail"]
+    assert "\n" not in detail
+    if "detail" in case:
+        assert case["detail"] in detail, shown
+        assert f"{case['status']}: " in proc.stderr and case["detail"][:40] in proc.stderr, "not said on stderr"
+    for name, value in case.get("metrics", {}).items():
+        assert record["metrics"][name] == value, record["metrics"]
     assert not list(workdir.iterdir())

@@ -14,13 +14,13 @@ import re
 import subprocess
 from pathlib import Path
 
-# vnetbench's netns names (plan.py); other tiers' objects (the deploy tier's sshd namespaces,
-# "vnbt...") may come and go while tests run, and are left out of the comparison
+# vnetbench's names (topologies/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
+# tier's sshd namespaces, "vnbt...") may come and go while tests run, and are left out of the comparison
 OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvu])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
-# processes of an MPI job, of the launch agent or of a vnetbench command
+# processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent) or of a vnetbench command
 JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun)$")
-JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies\.agent)?( |$)")
+JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.agent)?( |$)")
 
 
 def _json(*argv) -> list:

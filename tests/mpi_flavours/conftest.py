@@ -1,9 +1,8 @@
 """The MPI-flavours tier: real jobs with three MPIs (the Open MPI 5 wheel, Debian's Open MPI 4.1, Debian's MPICH 4.0).
 
-Each flavour runs the kernels from a venv whose mpi4py is built against it (tests/harness/mpi_venvs.py
-builds those once and caches them; the Open MPI 5 one is the venv the tests run in) and a C hello
-built by the test with that MPI's mpicc. A flavour whose MPI or venv cannot be had is skipped with
-the reason.
+The kernels run from the venv the tests run in, whose mpi4py is the PyPI wheel: ``--mpi`` makes the ranks load
+each MPI's own library (no mpi4py is built). A C hello is built by the test with each MPI's mpicc. A flavour
+whose MPI is missing is skipped with the reason (Debian: openmpi-bin libopenmpi-dev, mpich libmpich-dev).
 """
 
 import os
@@ -13,20 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from harness import hoststate, mpi_venvs
+from harness import hoststate
 
 HERE = Path(__file__).parent
+BIN = Path(sys.executable).parent
+DEBIAN_LIB = "/usr/lib/x86_64-linux-gnu"
 # flavour -> (its mpicc, how vnetbench names its launcher's flavour)
 FLAVOURS = {
-    "openmpi5": (str(Path(sys.executable).parent / "mpicc"), "openmpi5"),
+    "openmpi5": (str(BIN / "mpicc"), "openmpi5"),
     "openmpi4": ("/usr/bin/mpicc.openmpi", "openmpi4"),
     "mpich": ("/usr/bin/mpicc.mpich", "mpich"),
 }
 # flavour -> its launcher
-LAUNCHERS_OF = {"openmpi5": str(Path(sys.executable).parent / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi",
+LAUNCHERS_OF = {"openmpi5": str(BIN / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi",
                 "mpich": "/usr/bin/mpiexec.mpich"}
+# flavour -> the library file its ranks must load (by its soname; the record names the real path)
+LIBRARY_FILE = {"openmpi5": str(BIN.parent / "lib" / "libmpi.so.40"), "openmpi4": f"{DEBIAN_LIB}/libmpi.so.40",
+                "mpich": f"{DEBIAN_LIB}/libmpich.so.12"}
 # what MPI.Get_library_version() starts with on the ranks of each flavour
 LIBRARY = {"openmpi5": "Open MPI v5.", "openmpi4": "Open MPI v4.", "mpich": "MPICH Version:"}
+VERSION = {"openmpi5": "Open MPI 5.", "openmpi4": "Open MPI 4.", "mpich": "MPICH 4."}
 TINY = {
     "stream": ["--array-size", "20000", "--ntimes", "3"],
     "halo": ["--steps", "5", "--global", "16,16,16"],
@@ -48,24 +53,12 @@ def flavour(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="session")
-def python_of():
-    """flavour -> the Python of a venv whose mpi4py is built against it (skips when it cannot be had)."""
-    made = {}
-
-    def get(name: str) -> str:
-        if name == "openmpi5":
-            return sys.executable
-        if name not in made:
-            try:
-                made[name] = str(mpi_venvs.venv(name) / "bin" / "python")
-            except mpi_venvs.Unavailable as exc:
-                made[name] = exc
-        if isinstance(made[name], Exception):
-            pytest.skip(f"MPI flavours tier: {made[name]}")
-        return made[name]
-
-    return get
+def launcher_of(name: str) -> str:
+    """The launcher of flavour ``name``; skips when that MPI is not installed."""
+    path = LAUNCHERS_OF[name]
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"MPI flavours tier: {path} is missing")
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +76,37 @@ def hello_of(tmp_path_factory):
                            capture_output=True)
             built[name] = str(out)
         return built[name]
+
+    return get
+
+
+# flavour -> (the launcher a script in a fake installation runs, the library that installation's lib/ holds as
+# the flavour's soname, what the ranks then load): an installation whose library is another MPI's
+WRONG = {
+    "openmpi5": (LAUNCHERS_OF["openmpi5"], ("libmpi.so.40", LIBRARY_FILE["openmpi4"]), "Open MPI 4."),
+    "openmpi4": (LAUNCHERS_OF["openmpi4"], ("libmpi.so.40", LIBRARY_FILE["openmpi5"]), "Open MPI 5."),
+    "mpich": ("/usr/bin/mpiexec.hydra", ("libmpi.so.12", LIBRARY_FILE["openmpi4"]), "Open MPI 4."),
+}
+
+
+@pytest.fixture(scope="session")
+def wrong_install(tmp_path_factory):
+    """flavour -> the launcher of an installation PREFIX/bin + PREFIX/lib whose bin/ runs that flavour's own
+    launcher and whose lib/ holds another MPI's library under the flavour's soname."""
+
+    def get(name: str) -> str:
+        real, (soname, library), _ = WRONG[name]
+        for path in (real, library):
+            if not os.path.exists(path):
+                pytest.skip(f"MPI flavours tier: {path} is missing")
+        prefix = tmp_path_factory.mktemp(f"wrong-{name}")
+        (prefix / "bin").mkdir()
+        (prefix / "lib").mkdir()
+        launcher = prefix / "bin" / os.path.basename(LAUNCHERS_OF[name])
+        launcher.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+        launcher.chmod(0o755)
+        (prefix / "lib" / soname).symlink_to(library)
+        return str(launcher)
 
     return get
 

@@ -1,5 +1,6 @@
 """--mpi: flavours read from the real launchers, programs' MPI from their ELF, mismatches refused before
-anything starts, and ranks that do not join one world failing the run."""
+anything starts, kernels' ``auto`` (the mpirun on PATH, else the wheel's), and ranks that do not join one world
+failing the run."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import pytest
 
 from vnetbench import flavours, linkage, mpiselect
 
-from .conftest import FLAVOURS, TINY, cli
+from .conftest import BIN, FLAVOURS, LIBRARY_FILE, TINY, cli, launcher_of
 from .conftest import LAUNCHERS_OF as LAUNCHERS
 
 
@@ -77,13 +78,43 @@ def test_the_default_comes_from_the_environment(hello_of):
     assert proc.returncode == 2 and "VNETBENCH_MPI: 'lam' is not allowed" in proc.stderr
 
 
-def test_kernels_refuse_a_launcher_their_mpi4py_cannot_run_under(python_of, tmp_path):
-    python = python_of("mpich")
-    proc = cli(python, "run", "allreduce", "--ranks", "2", "--mpi", "openmpi", "--store", tmp_path / "s.jsonl",
-               *TINY["allreduce"])
-    assert proc.returncode == 2, proc.stderr
-    assert "is built against the MPICH ABI (libmpi" in proc.stderr and "but --mpi is Open MPI" in proc.stderr
-    assert not (tmp_path / "s.jsonl").exists()
+@pytest.mark.timeout(120)
+def test_kernels_take_the_mpirun_on_path_under_auto(tmp_path):
+    """The mpirun a user would run: here a folder first on PATH whose mpirun is MPICH's Hydra."""
+    hydra = launcher_of("mpich")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mpirun").symlink_to(hydra)
+    (tmp_path / "bin" / "hydra_pmi_proxy").symlink_to("/usr/bin/hydra_pmi_proxy")  # Hydra runs it from beside itself
+    store = tmp_path / "s.jsonl"
+    proc = cli(sys.executable, "run", "allreduce", "--ranks", "2", "--store", store, *TINY["allreduce"],
+               env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (record,) = [json.loads(line) for line in store.read_text().splitlines()]
+    library = record["launch"]["mpi"]["library"]
+    assert record["status"] == "ok" and record["launch"]["mpi"]["flavour"] == "mpich"
+    assert library["chosen_by"] == "--mpi auto (the default): the mpirun on PATH", library
+    assert library["path"] == os.path.realpath(LIBRARY_FILE["mpich"])
+    assert record["environment"]["versions"]["mpi"].startswith("MPICH 4.")
+
+
+def test_without_mpirun_on_path_auto_is_the_wheel(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there
+    monkeypatch.delenv("VNETBENCH_MPI", raising=False)
+    launcher, needs = mpiselect.choose("auto")
+    assert (launcher.name, launcher.path) == ("openmpi5", str(BIN / "mpirun"))
+    assert launcher.library.chosen_by == "--mpi auto: the wheel's (no mpirun or mpiexec on PATH)"
+    assert needs.path == os.path.realpath(LIBRARY_FILE["openmpi5"]) and needs.soname == "libmpi.so.40"
+
+
+@pytest.mark.parametrize("choice, name", [("openmpi", "openmpi5"), ("mpich", "mpich"),
+                                          ("/usr/bin/mpirun.openmpi", "openmpi4")])
+def test_kernels_run_under_any_family_with_the_wheel(choice, name, monkeypatch):
+    """No refusal for kernels: the wheel loads either ABI, so every launcher is one the kernels can run under."""
+    launcher_of(name)
+    monkeypatch.delenv("VNETBENCH_MPI", raising=False)
+    launcher, needs = mpiselect.choose(choice)
+    assert launcher.name == name and needs.family == launcher.family
+    assert launcher.describe()["library"]["path"] == os.path.realpath(LIBRARY_FILE[name])
 
 
 @pytest.mark.timeout(120)

@@ -1,13 +1,18 @@
-"""The hosts backend with each MPI: the C hello over SSH on two real sshd hosts, one world of two ranks, one
-rank on each host (hostfile and SSH options in each flavour's own syntax)."""
+"""The hosts backend with each MPI: the C hello and a kernel over SSH on two real sshd hosts, one world of two
+ranks, one rank on each host (hostfile and SSH options in each flavour's own syntax), each rank loading the
+named MPI's library as its own host has it installed."""
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from harness.sshd_hosts import SshdHosts, missing_requirements
+
+from .conftest import LIBRARY_FILE, launcher_of
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(180)]
 
@@ -62,8 +67,63 @@ def _check(hosts, venv: str, *extra) -> tuple[int, list[dict], str]:
     return proc.returncode, json.loads(proc.stdout or "[]"), proc.stderr
 
 
-def test_hosts_check_reports_the_site_mpi_of_every_host(python_of, hosts, tmp_path):
-    venv = str(__import__("pathlib").Path(python_of("mpich")).parent.parent)
+def allreduce_on_hosts(hosts, mpi: str, name: str) -> dict:
+    """One allreduce of 2 ranks on h0 and h1 with ``--mpi mpi``: its record."""
+    from vnetbench import runner
+    from vnetbench.topologies.hosts import HostsRealised
+    from vnetbench.topologies.inventory import load_hosts
+
+    inventory = hosts.write_inventory(hosts.dir / f"inventory-{name}.yml", {"compute": ["h0", "h1"]},
+                                      all_vars={"vnetbench_venv": sys.prefix})
+    params = {"max_size": 4096, "iterations": 10, "large_iterations": 3}
+    with HostsRealised(load_hosts(inventory=inventory)) as up:
+        (record,) = runner.run_kernel("allreduce", params, 2, bind="none", timeout=90, realised=up, mpi=mpi)
+    return record
+
+
+def test_a_kernel_on_two_hosts_loads_the_named_library(flavour, hosts):
+    launcher = launcher_of(flavour)
+    record = allreduce_on_hosts(hosts, launcher, flavour)
+    assert record["status"] == "ok", record["validation"]
+    assert [p["hostname"] for p in record["placement"]] == [hosts["h0"].hostname, hosts["h1"].hostname]
+    expected = os.path.realpath(LIBRARY_FILE[flavour])
+    assert [p["mpi_library"] for p in record["placement"]] == [expected, expected]
+    assert record["launch"]["mpi"]["library"]["path"] == expected
+
+
+def test_each_host_finds_the_library_where_it_has_it(hosts, tmp_path):
+    """A site MPI whose lib/ differs between hosts (h1 has the library under MPICH's own name, as a copy):
+    each rank finds it on its own host - a path computed on the launcher's host would not exist on h1 - and h1's
+    rank links it as libmpi.so.12 itself, starting again with the link on LD_LIBRARY_PATH."""
+    launcher_of("mpich")
+    prefix = tmp_path / "site"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "lib").mkdir()
+    (prefix / "bin" / "mpiexec").write_text('#!/bin/sh\nexec /usr/bin/mpiexec.hydra "$@"\n')
+    (prefix / "bin" / "mpiexec").chmod(0o755)
+    (prefix / "lib" / "libmpi.so.12").symlink_to(LIBRARY_FILE["mpich"])
+    h1_lib = tmp_path / "h1-lib"
+    h1_lib.mkdir()
+    shutil.copy(os.path.realpath(LIBRARY_FILE["mpich"]), h1_lib / "libmpich.so.12")
+    hosts.restart_sshd(hosts["h1"], [(str(h1_lib), str(prefix / "lib"))])
+    try:
+        record = allreduce_on_hosts(hosts, str(prefix / "bin" / "mpiexec"), "site")
+    finally:
+        hosts.restart_sshd(hosts["h1"])
+        from vnetbench.rundir import state_root
+
+        for made in (state_root() / ".cache").glob("mpilib-*"):  # h1's link, kept for later runs, goes with the test
+            if os.path.islink(made / "libmpi.so.12") and str(tmp_path) in os.readlink(made / "libmpi.so.12"):
+                shutil.rmtree(made)
+    assert record["status"] == "ok", record["validation"]
+    assert [p["mpi_library"] for p in record["placement"]] == [os.path.realpath(LIBRARY_FILE["mpich"]),
+                                                                str(prefix / "lib" / "libmpich.so.12")]
+    assert record["environment"]["versions"]["mpi"].startswith("MPICH 4.")
+
+
+def test_hosts_check_reports_the_site_mpi_of_every_host(hosts, tmp_path):
+    launcher_of("mpich")
+    venv = sys.prefix
     printed = subprocess.run([LAUNCHERS["mpich"], "--version"], capture_output=True, text=True, timeout=30).stdout
     version = re.search(r"HYDRA build details:\s+Version:\s+(\S+)", printed).group(1)  # this machine's MPICH
     code, reports, err = _check(hosts, venv, "--mpi", "mpich")

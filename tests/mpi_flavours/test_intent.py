@@ -16,6 +16,14 @@ def test_an_emulated_topology_s_arguments_become_an_intent():
     assert intent.agent.endswith("vnetbench.topologies.agent")
 
 
+@pytest.mark.parametrize("agent", ["/v/bin/python -m vnetbench.topologies.netns.agent", "/v/bin/vnetbench-agent"])
+def test_the_emulated_vms_agent_is_known_wherever_its_module_lives(agent):
+    intent = flavours.intent_from_prrte(["-n", "2", "--prtemca", "plm_ssh_agent", agent])
+    assert intent.iface == flavours.VM_IFACE
+    ssh = flavours.intent_from_prrte(["-n", "2", "--prtemca", "plm_ssh_agent", "ssh -i /run/vnetbench/agent/key"])
+    assert ssh.iface is None
+
+
 def test_an_argument_no_other_mpi_understands_is_refused():
     with pytest.raises(LaunchError, match="'--display-map' has no meaning"):
         flavours.intent_from_prrte(["-n", "2", "--display-map"])

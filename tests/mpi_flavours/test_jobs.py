@@ -1,28 +1,61 @@
-"""With each of the three MPIs: a C program and every kernel, natively and on 2vm-2vswitch, as one world of
-the launched size, each rank where the topology puts it, and the record naming launcher and library."""
+"""With each of the three MPIs, through the one mpi4py wheel: a C program and every kernel, natively and on
+2vm-2vswitch, as one world of the launched size, each rank where the topology puts it, the record naming the
+launcher and the library the ranks loaded; and an installation whose library is another MPI's fails the run,
+naming both, before any rank joins a world."""
 
 import json
+import os
 import re
-import subprocess
+import sys
 
 import pytest
 
 from emulation.conftest import WHY_NOT, snapshot
 
-from .conftest import FLAVOURS, LIBRARY, TINY, cli
+from .conftest import FLAVOURS, LIBRARY, LIBRARY_FILE, TINY, VERSION, WRONG, cli, launcher_of
 
 KERNELS = list(TINY)
 VMS = ["2vm-2vswitch-vm1", "2vm-2vswitch-vm2"]
-VERSION = {"openmpi5": "Open MPI 5.", "openmpi4": "Open MPI 4.", "mpich": "MPICH 4."}
 
 
 def ranks_said(stdout: str) -> list[tuple[int, int, str]]:
     return sorted((int(r), int(n), host) for r, n, host in re.findall(r"rank (\d+) of (\d+) on (\S+)", stdout))
 
 
+def last_record(store) -> dict:
+    return json.loads(store.read_text().splitlines()[-1])
+
+
+def assert_names_its_library(record: dict, flavour: str, launcher: str) -> None:
+    """The record says which library the ranks loaded (launch.mpi.library) and how it was chosen."""
+    mpi = record["launch"]["mpi"]
+    assert mpi["flavour"] == FLAVOURS[flavour][1] and mpi["launcher"] == os.path.abspath(launcher)
+    library = mpi["library"]
+    assert library["path"] == os.path.realpath(LIBRARY_FILE[flavour]), library
+    assert library["family"] == mpi["family"] and library["version"] == mpi["version"], library
+    assert library["chosen_by"] == f"--mpi {launcher}", library
+    assert record["environment"]["mpi_library"].startswith(LIBRARY[flavour]), record["environment"]["mpi_library"]
+    assert record["environment"]["versions"]["mpi"] == f"{library['product']} {library['version']}"
+    assert record["environment"]["versions"]["mpi"].startswith(VERSION[flavour])
+
+
+def assert_fails_naming_both(proc, record: dict, flavour: str, launcher: str) -> None:
+    """One line naming what the ranks loaded and what --mpi named; nothing measured."""
+    loaded = WRONG[flavour][2]
+    named = {"openmpi5": "Open MPI 5.", "openmpi4": "Open MPI 4.", "mpich": "MPICH 4."}[flavour]
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    detail = record["validation"]["detail"]
+    assert record["status"] == "failed" and record["metrics"] == {} and "\n" not in detail, record["validation"]
+    prefix = os.path.dirname(os.path.dirname(launcher))
+    assert re.fullmatch(rf"MPI library: the ranks loaded {re.escape(loaded)}[0-9.]+ \(.+\) but --mpi named "
+                        rf"{re.escape(named)}[0-9.]+ \({re.escape(launcher)}, library from prefix "
+                        rf"{re.escape(prefix)}\)", detail), detail
+    assert f"failed: {detail}" in proc.stderr
+
+
 @pytest.mark.timeout(120)
-def test_hello_natively(flavour, python_of, hello_of):
-    proc = cli(python_of("openmpi5"), "exec", "--topology", "native", "--ranks", "2", "--mpi", "auto", "--timeout", "60",
+def test_hello_natively(flavour, hello_of):
+    proc = cli(sys.executable, "exec", "--topology", "native", "--ranks", "2", "--mpi", "auto", "--timeout", "60",
                "--", hello_of(flavour))
     assert proc.returncode == 0, proc.stderr[-2000:]
     said = ranks_said(proc.stdout)
@@ -30,17 +63,25 @@ def test_hello_natively(flavour, python_of, hello_of):
 
 
 @pytest.mark.timeout(180)
-def test_every_kernel_natively(flavour, python_of, tmp_path):
-    python = python_of(flavour)
+def test_every_kernel_natively(flavour, tmp_path):
+    launcher = launcher_of(flavour)
     for kernel in KERNELS:
         store = tmp_path / f"{kernel}.jsonl"
-        proc = cli(python, "run", kernel, "--ranks", "2", "--json", "--store", store, *TINY[kernel], timeout=150)
-        record = json.loads(store.read_text().splitlines()[-1])
+        proc = cli(sys.executable, "run", kernel, "--ranks", "2", "--mpi", launcher, "--json", "--store", store,
+                   *TINY[kernel], timeout=150)
+        record = last_record(store)
         assert proc.returncode == 0 and record["status"] == "ok", (kernel, proc.stderr[-2000:], record["validation"])
         assert record["ranks"] == 2 and len(record["placement"]) == 2
-        assert record["launch"]["mpi"]["flavour"] == FLAVOURS[flavour][1]
-        assert record["environment"]["mpi_library"].startswith(LIBRARY[flavour]), record["environment"]["mpi_library"]
-        assert record["environment"]["versions"]["mpi"].startswith(VERSION[flavour])
+        assert_names_its_library(record, flavour, launcher)
+
+
+@pytest.mark.timeout(120)
+def test_a_library_that_is_not_the_one_named_fails_the_run(flavour, wrong_install, tmp_path):
+    launcher = wrong_install(flavour)
+    store = tmp_path / "s.jsonl"
+    proc = cli(sys.executable, "run", "allreduce", "--ranks", "2", "--mpi", launcher, "--store", store,
+               *TINY["allreduce"], timeout=100)
+    assert_fails_naming_both(proc, last_record(store), flavour, launcher)
 
 
 # one bring-up for every flavour's jobs on 2vm-2vswitch; the host is compared with how it was before
@@ -49,8 +90,6 @@ def test_every_kernel_natively(flavour, python_of, tmp_path):
 def two_vms():
     if WHY_NOT:
         pytest.skip(f"MPI flavours tier on VMs: {WHY_NOT}")
-    import sys
-
     before = snapshot()
     up = cli(sys.executable, "topology", "up", "2vm-2vswitch", timeout=120)
     assert up.returncode == 0, up.stderr
@@ -65,11 +104,11 @@ def two_vms():
 
 @pytest.mark.emulation
 @pytest.mark.timeout(120)
-def test_hello_in_two_vms(flavour, python_of, hello_of, two_vms):
+def test_hello_in_two_vms(flavour, hello_of, two_vms):
     hello = hello_of(flavour)
     choices = ["auto", "mpich"] if flavour == "mpich" else ["auto"]
     for choice in choices:
-        proc = cli(python_of("openmpi5"), "exec", "--topology", two_vms, "--ranks", "2", "--mpi", choice,
+        proc = cli(sys.executable, "exec", "--topology", two_vms, "--ranks", "2", "--mpi", choice,
                    "--timeout", "60", "--", hello)
         assert proc.returncode == 0, (choice, proc.stderr[-2000:])
         assert ranks_said(proc.stdout) == [(0, 2, VMS[0]), (1, 2, VMS[1])], (choice, proc.stdout)
@@ -77,31 +116,38 @@ def test_hello_in_two_vms(flavour, python_of, hello_of, two_vms):
 
 @pytest.mark.emulation
 @pytest.mark.timeout(240)
-def test_every_kernel_in_two_vms(flavour, python_of, two_vms, tmp_path):
-    python = python_of(flavour)
+def test_every_kernel_in_two_vms(flavour, two_vms, tmp_path):
+    launcher = launcher_of(flavour)
     for kernel in KERNELS:
         store = tmp_path / f"{kernel}.jsonl"
-        proc = cli(python, "run", kernel, "--ranks", "2", "--topology", two_vms, "--json", "--store", store,
-                   *TINY[kernel], timeout=200)
-        record = json.loads(store.read_text().splitlines()[-1])
+        proc = cli(sys.executable, "run", kernel, "--ranks", "2", "--topology", two_vms, "--mpi", launcher,
+                   "--json", "--store", store, *TINY[kernel], timeout=200)
+        record = last_record(store)
         # status ok includes the ranks' own placement check: hostname, address, cpus and netns of their VM
         assert proc.returncode == 0 and record["status"] == "ok", (kernel, proc.stderr[-2000:], record["validation"])
         assert [p["hostname"] for p in record["placement"]] == VMS
         assert [p["vm"] for p in record["placement"]] == ["vm1", "vm2"]
-        assert record["launch"]["mpi"]["flavour"] == FLAVOURS[flavour][1]
-        assert record["environment"]["mpi_library"].startswith(LIBRARY[flavour])
+        assert_names_its_library(record, flavour, launcher)
+
+
+@pytest.mark.emulation
+@pytest.mark.timeout(120)
+def test_a_library_that_is_not_the_one_named_fails_the_run_in_two_vms(flavour, wrong_install, two_vms, tmp_path):
+    launcher = wrong_install(flavour)
+    store = tmp_path / "s.jsonl"
+    proc = cli(sys.executable, "run", "allreduce", "--ranks", "2", "--topology", two_vms, "--mpi", launcher,
+               "--store", store, *TINY["allreduce"], timeout=100)
+    assert_fails_naming_both(proc, last_record(store), flavour, launcher)
 
 
 @pytest.mark.timeout(120)
-def test_a_sweep_runs_with_the_chosen_mpi(python_of, tmp_path):
-    python = python_of("mpich")
+def test_a_sweep_runs_with_the_chosen_mpi(tmp_path):
+    launcher_of("mpich")
     store = tmp_path / "sweep.jsonl"
-    proc = cli(python, "sweep", "--kernel", "allreduce", "--topologies", "native", "--ranks", "2", "--repeat", "1",
-               "--mpi", "mpich", "--store", store, *TINY["allreduce"])
+    proc = cli(sys.executable, "sweep", "--kernel", "allreduce", "--topologies", "native", "--ranks", "2",
+               "--repeat", "1", "--mpi", "mpich", "--store", store, *TINY["allreduce"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     (record,) = [json.loads(line) for line in store.read_text().splitlines()]
     assert record["status"] == "ok" and record["launch"]["mpi"]["runtime"] == "Hydra"
-    refused = cli(python, "sweep", "--kernel", "allreduce", "--topologies", "native", "--ranks", "2",
-                  "--mpi", "openmpi", "--store", tmp_path / "refused.jsonl", *TINY["allreduce"])
-    assert refused.returncode == 2 and "but --mpi is Open MPI" in refused.stderr
-    assert not (tmp_path / "refused.jsonl").exists()
+    assert record["launch"]["mpi"]["library"]["chosen_by"] == "--mpi mpich"
+    assert record["environment"]["versions"]["mpi"].startswith("MPICH 4.")

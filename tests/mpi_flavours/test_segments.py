@@ -12,7 +12,7 @@ import pytest
 from vnetbench import jobs
 from vnetbench.mpi import run_env
 
-from .conftest import LAUNCHERS_OF
+from .conftest import LAUNCHERS_OF, LIBRARY_FILE
 
 # Each rank lists the directory while both ranks hold their segments; rank 0 alone prints, one line a rank:
 # two ranks printing at once can share a line under Open MPI 4's output forwarding (CI saw "10 [...]").
@@ -26,16 +26,17 @@ PROGRAM = ("from mpi4py import MPI; import os; comm = MPI.COMM_WORLD; comm.Barri
     ("openmpi5", "OMPI_MCA_btl_sm_backing_directory", "sm_segment."),
     ("openmpi4", "OMPI_MCA_btl_vader_backing_directory", "vader_segment."),
 ])
-def test_the_ranks_segments_are_in_the_job_s_directory_and_go_with_it(flavour, var, prefix, python_of):
-    python, launcher = python_of(flavour), LAUNCHERS_OF[flavour]
+def test_the_ranks_segments_are_in_the_job_s_directory_and_go_with_it(flavour, var, prefix):
+    launcher = LAUNCHERS_OF[flavour]
     if not os.access(launcher, os.X_OK):
         pytest.skip(f"{launcher} is missing")
     with jobs.Job(f"test-{uuid.uuid4().hex[:12]}") as job:
-        env = run_env(job.env())
+        # the wheel's mpi4py loads this flavour's library, as a direct launch by hand selects it
+        env = run_env({**job.env(), "MPI4PY_LIBMPI": LIBRARY_FILE[flavour]})
         segments = env[var]
         # the same directory for either Open MPI, on a tmpfs (not /dev/shm itself)
         assert segments == env["OMPI_MCA_btl_sm_backing_directory"] and segments != "/dev/shm"
-        done = subprocess.run([launcher, "-n", "2", "--oversubscribe", python, "-c", PROGRAM.format(var=var)],
+        done = subprocess.run([launcher, "-n", "2", "--oversubscribe", sys.executable, "-c", PROGRAM.format(var=var)],
                               capture_output=True, text=True, timeout=120, env=env)
         assert done.returncode == 0, done.stderr
         listed = [line for line in done.stdout.splitlines() if line[:1].isdigit()]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vnetbench import apps
-from vnetbench.apps.run import read_output
+from vnetbench.workloads.app import read_output
 from vnetbench.apps.workload import AppWorkload
 from vnetbench.errors import SpecError, UsageError
 

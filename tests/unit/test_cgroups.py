@@ -5,7 +5,8 @@ The v2 path itself runs for real in the guest tier (tests/guest); the v1 path in
 
 import json
 
-from vnetbench.topologies import cgroups, netns
+from vnetbench.topologies import cgroups
+from vnetbench.topologies.netns import view
 
 V2 = {"cpuset": {"vm1": "/sys/fs/cgroup/vnb-abcd-vm1"}, "memory": {"vm1": "/sys/fs/cgroup/vnb-abcd-vm1"}}
 V1 = {"cpuset": {"vm1": "/sys/fs/cgroup/cpuset/vnb-abcd-vm1"}, "memory": {"vm1": "/sys/fs/cgroup/memory/vnb-abcd-vm1"}}
@@ -23,8 +24,8 @@ def test_enforcement_names_the_version_and_the_file():
 def test_a_state_from_before_cgroup_v2_reads_as_v1():
     st = {"id": "abcd", "layout": {"subnet": "10.0.0.0/24", "head": "10.0.0.1", "vms": [], "switches": []},
           "cgroups": V1}
-    assert netns.describe_state(st)["enforced_by"]["vcpus"] == "cgroup v1 cpuset"
-    assert netns.describe_state(st)["cgroup_mode"] == "v1"
+    assert view.describe_state(st)["enforced_by"]["vcpus"] == "cgroup v1 cpuset"
+    assert view.describe_state(st)["cgroup_mode"] == "v1"
 
 
 def test_v2_folders_are_listed_once():

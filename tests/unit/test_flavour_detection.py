@@ -39,3 +39,18 @@ def test_no_two_flavours_claim_the_same_output():
     for text, _ in OUTPUTS:
         claims = [cls.name for cls in flavours.flavours() if cls.matches(text)]
         assert len(claims) <= 1, (text, claims)
+
+
+def test_each_flavour_renders_the_settings_a_starter_gives_its_ranks():
+    """srun sets Open MPI's settings in the ranks' environment itself: in the flavour's own names."""
+    intent = flavours.Intent(ranks=2, mca={"btl": "self,sm,tcp", "pml": "ob1"})
+    assert flavours.OpenMPI5("/v/bin/mpirun", "5.0.11").rank_mca(intent) == {"btl": "self,sm,tcp", "pml": "ob1"}
+    assert flavours.OpenMPI4("/usr/bin/mpirun", "4.1.4").rank_mca(intent) == {"btl": "self,vader,tcp", "pml": "ob1"}
+    assert flavours.Mpich("/usr/bin/mpiexec.hydra", "4.0.2").rank_mca(intent) == {}
+
+
+def test_hydra_places_ranks_round_robin_with_its_own_option():
+    """MPICH 4's Hydra has no -rr (it refuses it): one rank per host in turn is -ppn 1."""
+    intent = flavours.Intent(ranks=4, hosts=[("n0", 2), ("n1", 2)], map_by="node")
+    argv = flavours.Mpich("/usr/bin/mpiexec.hydra", "4.0.2").command(intent, ["./hello"])
+    assert argv[argv.index("-ppn") + 1] == "1" and "-rr" not in argv

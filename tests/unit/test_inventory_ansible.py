@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from vnetbench.errors import SpecError
-from vnetbench.topologies import ansible_inventory
-from vnetbench.topologies.inventory import load_hosts
+from vnetbench.topologies.hosts import HostsBackend, ansible_inventory
+
+
+def load_hosts(inventory, group: str | None = None):
+    return HostsBackend.load(f"inventory:{inventory}" + (f"#{group}" if group else ""))
+
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "ansible" / "inventory"
 
@@ -61,9 +65,9 @@ def both(path: Path, monkeypatch, **kwargs):
     # Ansible must really have read it: read() is None when it could not, and load_hosts would then fall back
     # to the own reader on both sides, comparing it with itself
     assert ansible_inventory.read(path) is not None, f"ansible-inventory could not read {path}"
-    by_ansible = load_hosts(inventory=path, **kwargs)
+    by_ansible = load_hosts(path, **kwargs)
     monkeypatch.setenv("VNETBENCH_INVENTORY_READER", "own")
-    own = load_hosts(inventory=path, **kwargs)
+    own = load_hosts(path, **kwargs)
     monkeypatch.delenv("VNETBENCH_INVENTORY_READER")
     return by_ansible, own
 
@@ -83,14 +87,14 @@ def ini_inventory(folder: Path) -> Path:
 
 def test_ini_with_var_dirs_same_through_both(tmp_path, monkeypatch):
     path = ini_inventory(tmp_path)
-    for kwargs in ({}, {"all_hosts": True}, {"group": "switch_a"}):
+    for kwargs in ({}, {"group": "all"}, {"group": "switch_a"}):
         by_ansible, own = both(path, monkeypatch, **kwargs)
         assert by_ansible == own, kwargs
     by_ansible, _ = both(path, monkeypatch)
     assert [(h.name, h.address, h.switch, h.slots, h.ssh.user, h.ssh.port) for h in by_ansible.hosts] == [
         ("n1", "10.4.0.11", "a", 2, "hpc", 2200), ("n2", "10.4.0.12", "a", 2, "hpc", 2200),
         ("n3", "10.4.0.13", "b", 2, "hpc", 2200)]
-    by_ansible, _ = both(path, monkeypatch, all_hosts=True)
+    by_ansible, _ = both(path, monkeypatch, group="all")
     assert {h.name: h.slots for h in by_ansible.hosts}["h0"] == 5
 
 
@@ -106,11 +110,11 @@ def test_yaml_same_through_both(tmp_path, monkeypatch):
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*") if p.is_file()))
 def test_shipped_examples_same_through_both(example, monkeypatch):
     try:
-        by_ansible, own = both(EXAMPLES / example, monkeypatch, all_hosts=True)
+        by_ansible, own = both(EXAMPLES / example, monkeypatch, group="all")
     except SpecError as exc:  # an example whose names do not resolve here: both must refuse alike
         monkeypatch.setenv("VNETBENCH_INVENTORY_READER", "own")
         with pytest.raises(SpecError):
-            load_hosts(inventory=EXAMPLES / example, all_hosts=True)
+            load_hosts(EXAMPLES / example, "all")
         pytest.skip(f"{example} does not load here: {exc}")
     assert by_ansible == own
 
@@ -124,11 +128,11 @@ def test_letter_and_stride_ranges_and_directories_only_through_ansible(tmp_path,
     (folder / "host_vars").mkdir()
     for n, host in enumerate(["nodea", "nodeb", "nodec", "big0", "big2", "big4"], start=10):
         (folder / "host_vars" / f"{host}.yml").write_text(f"ansible_host: 10.6.0.{n}\n")
-    topology = load_hosts(inventory=folder)
+    topology = load_hosts(folder)
     assert sorted(h.name for h in topology.hosts) == ["big0", "big2", "big4", "nodea", "nodeb", "nodec"]
     monkeypatch.setenv("VNETBENCH_INVENTORY_READER", "own")
     with pytest.raises(SpecError):  # the own reader takes one file, not a directory
-        load_hosts(inventory=folder)
+        load_hosts(folder)
 
 
 def test_a_plugin_that_prints_without_end_is_cut_at_the_bound(tmp_path, monkeypatch):

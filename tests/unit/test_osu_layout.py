@@ -5,7 +5,8 @@ against osu_latency, osu_bw and osu_allreduce -f."""
 import sys
 from pathlib import Path
 
-from vnetbench.analysis import osu, report
+from vnetbench.analysis import formats
+from vnetbench.analysis.formats import osu
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 sys.path.insert(0, str(DATA / "stores"))
@@ -39,7 +40,8 @@ def test_allreduce_prints_what_osu_allreduce_f_prints_but_its_datatype():
     assert theirs[2] == "# Datatype: MPI_CHAR." and mine[2] == "# Datatype: MPI_DOUBLE."
     assert mine[:2] + mine[3:] == theirs[:2] + theirs[3:]
     # the default run output: a row per record, then the per-size table with min/avg/max
-    text = report.run_text([record])
+    text = formats.run_text("table", [record])
+    assert formats.run_text("osu", [record]) == osu.text([record])
     assert f"avg us @{rows[0][0]}B" in text
     assert "size (B)" in text and rows[0][3] in text
 
@@ -50,5 +52,6 @@ def test_kernels_without_an_osu_counterpart_are_refused_up_front():
     from vnetbench.errors import UsageError
 
     with pytest.raises(UsageError, match=r"--format: osu is for kernels with an OSU counterpart \(.*pingpong.*\), not halo"):
-        osu.check("halo")
+        formats.check_run("osu", "halo")
+    formats.check_run("table", "halo")  # a table shows every kernel
     assert osu.text(craft.halo("native", 2, [1.0])) is None

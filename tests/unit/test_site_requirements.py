@@ -1,5 +1,5 @@
 """A site-MPI installation's requirements have one home, setup.cfg: vnetbench.requirements reads them from
-the installed metadata, and nothing else in the tree (Ansible, the tests' MPI venvs) writes them again."""
+the installed metadata, and nothing else in the tree (Ansible) writes them again."""
 
 import ast
 import configparser
@@ -47,7 +47,7 @@ def test_it_needs_nothing_but_the_standard_library():
 
 def test_no_requirement_is_written_twice_in_the_tree():
     names = [req.split(">")[0].split("=")[0] for req in _install_requires()]
-    for path in [*(ROOT / "ansible").rglob("*.yml"), ROOT / "tests" / "harness" / "mpi_venvs.py"]:
+    for path in (ROOT / "ansible").rglob("*.yml"):
         text = path.read_text()
         written = [name for name in names if f"{name}>=" in text]
         assert not written, f"{path.relative_to(ROOT)} writes {written}: read them from vnetbench.requirements"

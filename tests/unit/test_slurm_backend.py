@@ -1,60 +1,64 @@
 """The slurm backend's spec, layouts and job-state mapping (no cluster needed: the Slurm tier runs a real one)."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from vnetbench.errors import UsageError
-from vnetbench.slurmjobs import effective_state, from_work_dir, parse_sacct, status_of
-from vnetbench.topologies import slurm
+from vnetbench.topologies.intent import Intent
+from vnetbench.topologies.slurm import allocation, spec
+from vnetbench.topologies.slurm.cluster import Cluster, job_facts
+from vnetbench.topologies.slurm.jobs import effective_state, status_of
+from vnetbench.topologies.slurm.ledger import from_work_dir, parse_sacct
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "data" / "stores"))
 import craft  # noqa: E402
 
 
 def test_refs_and_yaml_are_validated_naming_the_field():
-    t = slurm.parse_ref("slurm:batch/4nodes-4switches")
+    t = spec.parse_ref("slurm:batch/4nodes-4switches")
     assert (t.partition, t.nodes, t.switches, t.backend) == ("batch", 4, 4, "slurm")
-    assert slurm.parse_ref("slurm:batch").nodes is None
+    assert spec.parse_ref("slurm:batch").nodes is None
     with pytest.raises(UsageError, match="layout '2x' is not allowed"):
-        slurm.parse_ref("slurm:batch/2x")
+        spec.parse_ref("slurm:batch/2x")
     with pytest.raises(UsageError, match="3 switches for 4 nodes; allowed: 1 or 4"):
-        slurm.parse_ref("slurm:batch/4nodes-3switches")
+        spec.parse_ref("slurm:batch/4nodes-3switches")
     with pytest.raises(UsageError, match="nodes: 0 is not allowed"):
-        slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "nodes": 0})
+        spec.from_dict({"name": "t", "backend": "slurm", "partition": "p", "nodes": 0})
     with pytest.raises(UsageError, match="time_limit: 'soon' is not a Slurm time"):
-        slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "soon"})
-    t = slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "10:00", "qos": "hi"})
+        spec.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "soon"})
+    t = spec.from_dict({"name": "t", "backend": "slurm", "partition": "p", "time_limit": "10:00", "qos": "hi"})
     assert t.sbatch_options() == ["--partition=p", "--time=10:00", "--qos=hi"]
 
 
 def test_the_launcher_is_named_after_at_or_in_yaml_and_srun_renders_the_intent():
-    t = slurm.parse_ref("slurm:batch/2nodes-2switches@srun")
+    t = spec.parse_ref("slurm:batch/2nodes-2switches@srun")
     assert (t.launcher, t.nodes, t.name) == ("srun", 2, "slurm-batch-2nodes-2switches-srun")
-    assert slurm.parse_ref("slurm:batch").launcher == "auto"
-    assert slurm.parse_ref("slurm:batch").to_dict().get("launcher") is None
+    assert spec.parse_ref("slurm:batch").launcher == "auto"
+    assert spec.parse_ref("slurm:batch").to_dict().get("launcher") is None
     with pytest.raises(UsageError, match="launcher 'pmi' is not allowed; after '@' give auto, srun, mpirun"):
-        slurm.parse_ref("slurm:batch@pmi")
+        spec.parse_ref("slurm:batch@pmi")
     with pytest.raises(UsageError, match="launcher: 'ssh' is not allowed; allowed: auto, srun, mpirun"):
-        slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "launcher": "ssh"})
-    assert slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p",
+        spec.from_dict({"name": "t", "backend": "slurm", "partition": "p", "launcher": "ssh"})
+    assert spec.from_dict({"name": "t", "backend": "slurm", "partition": "p",
                             "launcher": "mpirun"}).to_dict()["launcher"] == "mpirun"
-    intent = slurm.Intent(ranks=3, bind="core", mca={"btl": "self,sm,tcp"})
-    argv = slurm.srun_argv(intent, "pmix", ["a", "b"], ["prog", "x"], "openmpi")
+    intent = Intent(ranks=3, bind="core", mca={"btl": "self,sm,tcp"})
+    argv = allocation.srun_argv(intent, "pmix", ["a", "b"], ["prog", "x"], {"btl": "self,sm,tcp"})
     assert argv[:2] == ["srun", "--mpi=pmix"] and "--ntasks=3" in argv and "--nodelist=a,b" in argv
     assert "--distribution=cyclic" in argv and "--cpu-bind=cores" in argv
     # Open MPI's settings through env (srun's --export would split btl's value at its commas)
     assert argv[-4:] == ["env", "OMPI_MCA_btl=self,sm,tcp", "prog", "x"]
-    assert "env" not in slurm.srun_argv(intent, "pmi2", ["a"], ["prog"], "mpich")
-    assert slurm.step_launcher("mpirun", object()) == ("mpirun", None)
+    assert "env" not in allocation.srun_argv(intent, "pmi2", ["a"], ["prog"], {})  # MPICH: no MCA
+    assert allocation.step_launcher("mpirun", object()) == ("mpirun", None)
 
 
 def cluster(leaves, down=()):
     nodes = {n: {"state": "down" if n in down else "idle", "cpus": 2, "address": n}
              for members in leaves.values() for n in members}
-    return slurm.Cluster("p", nodes, leaves, "slurm 22.05")
+    return Cluster("p", nodes, leaves, "slurm 22.05")
 
 
 def test_layouts_place_or_say_why_not():
@@ -79,25 +83,25 @@ def test_job_states_map_to_statuses(tmp_path):
 def test_an_allocation_that_is_not_the_layout_asked_for_is_refused_naming_both():
     c = cluster({"s0": ["a", "b"], "s1": ["c", "d"]})
     one_switch = {"job_id": "7", "nodes": ["a", "b"]}
-    slurm.check_allocation(slurm.parse_ref("slurm:p/2nodes-1switch"), one_switch, c)
-    slurm.check_allocation(slurm.parse_ref("slurm:p"), one_switch, c)  # no layout asked: any allocation
+    allocation.check_layout(spec.parse_ref("slurm:p/2nodes-1switch"), one_switch, c)
+    allocation.check_layout(spec.parse_ref("slurm:p"), one_switch, c)  # no layout asked: any allocation
     with pytest.raises(UsageError) as refused:
-        slurm.check_allocation(slurm.parse_ref("slurm:p/2nodes-2switches"), one_switch, c)
+        allocation.check_layout(spec.parse_ref("slurm:p/2nodes-2switches"), one_switch, c)
     message = str(refused.value)
     assert "\n" not in message
     assert "asks for 2 node(s) on 2 leaf switch(es)" in message
     assert "allocation 7 has 2 node(s) on 1 leaf switch(es) (s0): a, b" in message
     with pytest.raises(UsageError, match="asks for 2 node.s. on 2 leaf .*has 3 node.s. on 2 leaf"):
-        slurm.check_allocation(slurm.parse_ref("slurm:p/2nodes-2switches"), {"job_id": "8", "nodes": ["a", "b", "c"]},
+        allocation.check_layout(spec.parse_ref("slurm:p/2nodes-2switches"), {"job_id": "8", "nodes": ["a", "b", "c"]},
                                c)
-    three = slurm.from_dict({"name": "t", "backend": "slurm", "partition": "p", "nodes": 3})
+    three = spec.from_dict({"name": "t", "backend": "slurm", "partition": "p", "nodes": 3})
     with pytest.raises(UsageError, match="asks for 3 node.s.; allocation 9 has 2 node.s. on 2 leaf"):
-        slurm.check_allocation(three, {"job_id": "9", "nodes": ["a", "c"]}, c)
+        allocation.check_layout(three, {"job_id": "9", "nodes": ["a", "c"]}, c)
 
 
 def test_job_facts_name_the_switches_the_nodes_span():
     leaves = {"s0": ["a", "b"], "s1": ["c", "d"], "s2": ["e"]}
-    facts = slurm.job_facts("5", ["c", "a"], "p", "slurm 22.05.8", leaves)
+    facts = job_facts("5", ["c", "a"], "p", "slurm 22.05.8", leaves)
     assert facts == {"job_id": "5", "nodes": ["c", "a"], "version": "slurm 22.05.8", "partition": "p",
                      "switches": ["s0", "s1"]}
 
@@ -131,3 +135,103 @@ def test_a_forgotten_jobs_work_directory_says_how_it_ended(tmp_path):
     (tmp_path / "records.jsonl").unlink()
     (tmp_path / "job.out").write_text("Traceback ...\n")  # it ran, and left no record
     assert from_work_dir("3", tmp_path)["JobState"] == "FAILED"
+
+
+def test_a_yaml_topology_is_validated_by_the_spec_machinery_naming_file_line_and_field(tmp_path):
+    from vnetbench import topologies
+    from vnetbench.errors import SpecError
+
+    path = tmp_path / "t.yaml"
+    at = re.escape(str(path))
+    path.write_text("name: t\nbackend: slurm\npartition: p\nnodes: 2\nswitchs: 1\n")
+    with pytest.raises(SpecError, match=rf"^{at}:5: switchs: unknown field \(did you mean 'switches'\?\)"):
+        topologies.load(str(path))
+    path.write_text("name: t\nbackend: slurm\npartition: p\nnodes: 2\nswitches: 3\n")
+    with pytest.raises(SpecError, match=rf"^{at}:5: switches: 3 switches for 2 nodes; allowed: 1 to 2$"):
+        topologies.load(str(path))
+    path.write_text("name: t\nbackend: slurm\npartition: p\nnodes: 2\nswitches: 2\ntime_limit: 10\n")
+    loaded = topologies.load(str(path))
+    assert (loaded.backend, loaded.nodes, loaded.time_limit, loaded.source) == ("slurm", 2, "10", str(path))
+    assert loaded.ref == str(path.resolve())  # what a batch job's node loads again
+    # YAML 1.1 reads an unquoted 10:00 as 600 (base 60): Slurm is given what the file says, 10 minutes
+    path.write_text("name: t\nbackend: slurm\npartition: p\ntime_limit: 10:00\n")
+    assert topologies.load(str(path)).sbatch_options() == ["--partition=p", "--time=10:00"]
+    with pytest.raises(UsageError, match="0 nodes; allowed: 1 to 4096"):
+        spec.parse_ref("slurm:p/0nodes-1switch")
+
+
+def test_outside_an_allocation_runs_are_batch_jobs_inside_one_they_are_not(monkeypatch):
+    from vnetbench import topologies
+    from vnetbench.topologies.base import Batch
+
+    topology = spec.parse_ref("slurm:p")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert isinstance(topologies.backend("slurm").batch(topology), Batch)
+    with pytest.raises(UsageError, match="not inside a Slurm allocation"):
+        topologies.realise(topology)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n0")
+    assert topologies.backend("slurm").batch(topology) is None
+
+
+def test_the_job_script_runs_the_runtimes_command_on_the_request(tmp_path):
+    from vnetbench.topologies.slurm.jobs import job_name, script
+
+    request = tmp_path / "a dir" / "request.json"
+    text = script(["/opt/py thon", "-m", "vnetbench.batchjob"], request)
+    assert text.startswith("#!/bin/sh\n")
+    assert f"exec '/opt/py thon' -m vnetbench.batchjob '{request}'" in text.splitlines()
+    assert job_name({"record": {"kernel": "my app; rm"}}) == "vnetbench-my_app__rm"
+
+
+def test_repetitions_a_job_left_no_record_of_fail_with_the_jobs_reason(tmp_path, monkeypatch):
+    from vnetbench.topologies.slurm import jobs
+
+    monkeypatch.setattr(jobs, "version", lambda: "slurm 22.05.8")
+    monkeypatch.setattr(jobs, "leaf_switches", lambda: {})
+    made = craft.record("myapp", "slurm-p", 2, 0, {"elapsed_s": 1.0}, params={"steps": 3})
+    (tmp_path / jobs.RECORDS).write_text(json.dumps(made) + "\n")
+    (tmp_path / jobs.OUTPUT).write_text("slurmstepd: error: *** JOB 9 ON n0 CANCELLED AT now DUE TO TIME LIMIT ***\n")
+    request = {"record": {"kernel": "myapp", "params": {"steps": 3}}, "ranks": 2, "repeat": 3}
+    info = {"JobState": "CANCELLED", "Reason": "TimeLimit", "NodeList": "(null)", "Partition": "p"}
+    records, state = jobs.collect("9", info, tmp_path, request, spec.parse_ref("slurm:p"))
+    assert state == "TIMEOUT"
+    assert [(r["repetition"], r["status"]) for r in records] == [(0, "ok"), (1, "timeout"), (2, "timeout")]
+    failed = records[1]
+    assert (failed["kernel"], failed["params"], failed["ranks"]) == ("myapp", {"steps": 3}, 2)
+    assert "Slurm job 9 ended TIMEOUT (TimeLimit); no result for this repetition" in failed["validation"]["detail"]
+    assert failed["slurm"]["job_id"] == "9" and failed["topology"]["slurm"]["version"] == "slurm 22.05.8"
+    # a job cancelled before it ran: not run, no record
+    (tmp_path / jobs.OUTPUT).unlink()
+    (tmp_path / jobs.RECORDS).unlink()
+    assert jobs.collect("9", {"JobState": "CANCELLED"}, tmp_path, request, spec.parse_ref("slurm:p")) == \
+        ([], "CANCELLED")
+
+
+def test_a_ledger_entry_is_trusted_only_as_a_sweep_writes_it():
+    from vnetbench.topologies.slurm.ledger import entry_of
+
+    good = {"job_id": "41", "work": "/s.slurm/job-x", "request": {}}
+    assert entry_of({"k": good}, "k") == good
+    for bad in ({"job_id": "--me", "work": "/w"}, {"job_id": 41, "work": "/w"}, {"job_id": "41"}, "41"):
+        assert entry_of({"k": bad}, "k") is None
+    assert entry_of({}, "k") is None
+
+
+def test_srun_gives_the_ranks_the_transport_settings_in_their_own_mpis_names(monkeypatch):
+    from vnetbench import flavours
+    from vnetbench.topologies.slurm import SlurmBackend
+
+    monkeypatch.setattr(allocation, "site_pmis", lambda: frozenset({"pmix", "pmi2"}))
+    c = cluster({"s0": ["a", "b"], "s1": ["c", "d"]})
+    up = SlurmBackend(spec.parse_ref("slurm:p/2nodes-2switches"), {"job_id": "7", "nodes": ["a", "c"], "cpus": [1, 1],
+                                                                   "partition": "p"}, c)
+    launch = up.launch(2)
+    assert [p["switch"] for p in launch.placement_labels] == ["s0", "s1"]
+    # Open MPI 4's ranks know the shared-memory transport as vader, Open MPI 5's as sm
+    argv = launch.starter(flavours.OpenMPI4("/usr/bin/mpirun", "4.1.4"), ["prog"])
+    assert argv[:2] == ["srun", "--mpi=pmix"] and "OMPI_MCA_btl=self,vader,tcp" in argv, argv
+    assert launch.notes["launcher"] == "srun --mpi=pmix"
+    argv = launch.starter(flavours.OpenMPI5("/venv/bin/mpirun", "5.0.5"), ["prog"])
+    assert "OMPI_MCA_btl=self,sm,tcp" in argv, argv
+    assert up.describe()["slurm"]["switches"] == ["s0", "s1"]

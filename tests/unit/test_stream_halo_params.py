@@ -132,6 +132,36 @@ def test_numba_cache_falls_back_to_a_temp_dir(monkeypatch, tmp_path):
     assert (tmp_path / numba.config.CACHE_DIR.rsplit("/", 1)[1]).is_dir()
 
 
+def _forward_copy(c, a):
+    for j in range(a.shape[0]):
+        c[j] = a[j]
+
+
+@pytest.mark.parametrize("dst, src", [(slice(0, 1000), slice(1000, 2000)), (slice(1, 1001), slice(0, 1000)),
+                                      (slice(0, 1000), slice(1, 1001)), (slice(0, 1000), slice(0, 1000)),
+                                      (slice(0, 0), slice(5, 5))])
+def test_copy_keeps_the_loops_meaning_also_on_overlapping_arrays(dst, src):
+    from vnetbench.kernels import _stream_loops
+
+    ours, expected = np.arange(2001.0), np.arange(2001.0)
+    _stream_loops.copy(ours[dst], ours[src])
+    _forward_copy(expected[dst], expected[src])
+    assert (ours == expected).all()
+
+
+def test_copy_calls_memcpy_as_stream_c_does():
+    # gcc compiles stream.c's Copy into `call memcpy`; a plain loop was 0.70 of it on an AMD EPYC
+    import numba
+
+    from vnetbench.kernels import _stream_loops
+
+    fresh = numba.njit(_stream_loops.copy.py_func)  # a cached dispatcher cannot show its code
+    fresh(np.zeros(8), np.ones(8))
+    signature = fresh.signatures[0]
+    assert "@llvm.memcpy" in fresh.inspect_llvm(signature)
+    assert "memcpy" in fresh.inspect_asm(signature)  # a call to libc's, not inlined into a loop
+
+
 # --- halo: options and refusals ---
 
 def _halo(**given):

@@ -11,7 +11,8 @@ import pytest
 from conftest import vnetbench
 from vnetbench import cli
 from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import agent, linux, netns, state
+from vnetbench.topologies import fabric, linux, state
+from vnetbench.topologies.netns import agent, life
 from vnetbench.topologies.host import HostFacts
 from vnetbench.topologies.spec import load_file, load_topology
 
@@ -23,30 +24,30 @@ SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 def test_not_root_is_refused(monkeypatch):
     monkeypatch.setattr(linux.os, "geteuid", lambda: 1000)
     with pytest.raises(UsageError, match="the netns backend needs root"):
-        netns.preflight(load_topology("2vm-1vswitch", host=SMALL))
+        life.preflight(load_topology("2vm-1vswitch", host=SMALL))
 
 
 def test_missing_tools_are_named(monkeypatch):
     monkeypatch.setattr(linux.os, "geteuid", lambda: 0)
     monkeypatch.setattr(linux.shutil, "which", lambda tool: None if tool in ("ip", "tc") else f"/bin/{tool}")
     with pytest.raises(UsageError, match=r"needs ip \(iproute2\), tc \(iproute2\); install them"):
-        netns.preflight(load_topology("2vm-1vswitch", host=SMALL))
+        life.preflight(load_topology("2vm-1vswitch", host=SMALL))
 
 
 def test_a_delay_without_netem_is_refused_at_its_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(linux, "require_root_and_tools", lambda: None)
+    monkeypatch.setattr(linux, "require_root_and_tools", lambda backend: None)
     monkeypatch.setattr(linux, "has_netem", lambda: False)
     path = tmp_path / "slow.yaml"
     path.write_text("name: slow\nvms:\n  - {name: a, vcpus: 1, memory: 1GB, switch: s}\n"
                     "switches:\n  - name: s\n    uplink:\n      rate: 1gbit\n      delay: 5ms\n")
     with pytest.raises(SpecError) as caught:
-        netns.preflight(load_file(path, host=SMALL))
+        life.preflight(load_file(path, host=SMALL))
     assert str(caught.value) == (f"{path}:8: switches[0].uplink.delay: delay needs tc netem, which this kernel "
                                  f"lacks (sch_netem); remove delay, or run on a kernel with netem")
 
 
 def test_a_delay_with_netem_is_shaped_by_netem_then_tbf(tmp_path):
-    from vnetbench.topologies import plan
+    from vnetbench.topologies.netns import plan
 
     path = tmp_path / "slow.yaml"
     path.write_text("name: slow\nvms:\n  - {name: a, vcpus: 1, memory: 1GB, switch: s}\n"
@@ -54,7 +55,7 @@ def test_a_delay_with_netem_is_shaped_by_netem_then_tbf(tmp_path):
     topology = load_file(path, host=SMALL)
     import ipaddress
 
-    lines = netns._shaping(plan.layout(topology, SMALL, ipaddress.IPv4Network("10.9.9.0/24")))
+    lines = fabric.shaping(plan.layout(topology, SMALL, ipaddress.IPv4Network("10.9.9.0/24")).fabric)
     assert lines[0].endswith("root handle 1: netem delay 5000us limit 100000")
     assert "parent 1:1 handle 10: tbf rate 100000000bit burst 131072 latency 20ms" in lines[1]
     assert len(lines) == 4  # both ends of the uplink
@@ -115,6 +116,38 @@ def test_agent_enters_the_vm(tmp_path, monkeypatch):
     assert calls["enter"] == "vm1"
     assert calls["exec"] == ["/usr/bin/nsenter", "--net=/run/netns/vnb-abcd-vm1", f"--uts={vm['uts']}", "/bin/sh",
                              "-c", "PRTE_PREFIX=/v;export PRTE_PREFIX;/v/bin/prted --daemonize"]
+
+
+def test_agent_refuses_vms_of_another_backend(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    vm = {"name": "vm1", "hostname": "t-vm1", "netns": "vnb-abcd-vm1", "uts": str(tmp_path / "uts"), "cpus": [0]}
+    state.write({"id": "abcd", "name": "t", "backend": "qemu", "complete": True, "layout": {"vms": [vm]},
+                 "cgroups": {}})
+    assert agent.main(["t-vm1", "true"]) == agent.REFUSED
+    assert "its topology is the 'qemu' backend's, whose VMs this agent does not enter" in capsys.readouterr().err
+
+
+def test_each_backend_sees_only_its_own_states(tmp_path, monkeypatch):
+    """Backends of VMs on this host share /run/vnetbench: netns lists and takes down its own topologies
+    (and those from before states named a backend), never another backend's."""
+    import ipaddress
+
+    from vnetbench import topologies
+    from vnetbench.topologies.netns import plan
+
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    for name, net, backend in (("2vm-1vswitch", "10.9.9.0/24", None), ("2vm-2vswitch", "10.9.8.0/24", "qemu")):
+        topology = load_topology(name, host=SMALL)
+        lay = plan.layout(topology, SMALL, ipaddress.IPv4Network(net))
+        state.write({"version": state.VERSION, "id": topology.id, "name": name, "source": f"preset {name}",
+                     "spec_hash": topology.spec_hash(), "spec": topology.to_dict(), "layout": lay.to_dict(),
+                     "cgroups": {}, "created": 0.0, "complete": True, "owner": None,
+                     **({"backend": backend} if backend else {})})
+    rows = topologies.backend("netns").status()
+    assert [(row["name"], row["backend"]) for row in rows] == [("2vm-1vswitch", "netns")]
+    assert rows[0]["state"].startswith("damaged: ")  # nothing of it exists on this host
+    assert life.take_down("2vm-2vswitch") is None and life.down(load_topology("2vm-2vswitch", host=SMALL).id) is None
+    assert state.read(load_topology("2vm-2vswitch", host=SMALL).id) is not None
 
 
 def test_stale_and_live_owners(tmp_path, monkeypatch):
@@ -184,7 +217,7 @@ def test_topology_status_with_nothing_up(tmp_path, monkeypatch, capsys):
 
 
 def test_taking_down_what_a_live_run_owns_is_refused(tmp_path, monkeypatch, capsys):
-    from vnetbench.topologies import plan
+    from vnetbench.topologies.netns import plan
 
     monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
     topology = load_topology("2vm-1vswitch", host=SMALL)
@@ -196,12 +229,12 @@ def test_taking_down_what_a_live_run_owns_is_refused(tmp_path, monkeypatch, caps
                  "cgroups": {}, "created": 0.0, "complete": True, "owner": state.me()})
     with pytest.raises(UsageError, match=rf"topology '2vm-1vswitch' belongs to a run in progress \(process "
                                          rf"{os.getpid()}\), which takes it down when it ends"):
-        netns.take_down("2vm-1vswitch")
+        life.take_down("2vm-1vswitch")
     assert state.read(topology.id) is not None  # nothing was touched
     assert cli.main(["topology", "down", "4vm-4vswitch"]) == 0
     assert "4vm-4vswitch is not up; nothing to do" in capsys.readouterr().out
-    with pytest.raises(UsageError, match="'native' is this host itself; there is nothing to take down"):
-        netns.take_down("native")
+    assert cli.main(["topology", "down", "native"]) == 2
+    assert "'native' is this host itself; there is nothing to take down" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("ref", ["native", "1vm", "2vm-1vswitch", "2vm-2vswitch", "4vm-1vswitch", "4vm-4vswitch",

@@ -1,4 +1,4 @@
-"""Planning an emulated topology: names, cpu sets, subnets, rank placement and the mpirun argv.
+"""Planning an emulated topology: names, cpu sets, subnets, the switch fabric, rank placement and the mpirun argv.
 
 Pure functions on fake hosts: no root, no namespaces, no MPI.
 """
@@ -9,9 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from vnetbench.errors import LaunchError, UsageError
-from vnetbench.topologies import plan
+from vnetbench.topologies import backend, fabric, sizing
 from vnetbench.topologies.host import HostFacts, format_cpulist, parse_cpulist
-from vnetbench.topologies.spec import from_dict, load_topology
+from vnetbench.topologies.netns import plan
+from vnetbench.topologies.spec import load_topology
 
 TWO_CPUS = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 TWO_NODES = HostFacts(cpus_by_node={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)}, memory=48 << 30)
@@ -20,6 +21,10 @@ SUBNET = ipaddress.IPv4Network("10.213.7.0/24")
 
 def lay_out(name, host=TWO_CPUS, subnet=SUBNET):
     return plan.layout(load_topology(name, host=host), host, subnet)
+
+
+def on_host(data, host):
+    return backend("netns").from_data(data, "<spec>", host=host)
 
 
 def vms(*specs):
@@ -41,7 +46,7 @@ def test_interface_names_fit_linux_and_carry_prefix_and_id(name):
 def test_the_longest_names_still_fit():
     data = {"name": "t" * 32, "switches": [{"name": f"s{i}", "uplink": {"rate": "1gbit"}} for i in range(250)],
             "vms": [{"name": "v" * 20 + f"{i:03d}", "vcpus": 1, "memory": "64MB", "switch": f"s{i}"} for i in range(250)]}
-    lay = plan.layout(from_dict(data, host=TWO_CPUS), TWO_CPUS, ipaddress.IPv4Network("10.1.0.0/16"))
+    lay = plan.layout(on_host(data, TWO_CPUS), TWO_CPUS, ipaddress.IPv4Network("10.1.0.0/16"))
     assert max(len(end) for sw in lay.switches for end in sw.uplink) <= 15
     assert max(len(vm.hostname) for vm in lay.vms) <= 63
 
@@ -67,32 +72,61 @@ def test_layout_survives_its_state_file():
     assert plan.Layout.from_dict(lay.to_dict()) == lay
 
 
+def test_the_fabric_is_planned_from_the_spec_alone_and_is_the_layout_s():
+    """What a qemu backend would reuse: the switches, uplinks, head and addresses, without netns's VM parts."""
+    topology = load_topology("2vm-2vswitch", host=TWO_CPUS)
+    fab = fabric.plan(topology, SUBNET)
+    assert fab == lay_out("2vm-2vswitch").fabric
+    assert (fab.head, fabric.vm_address(SUBNET, 0), fabric.vm_address(SUBNET, 1)) == ("10.213.7.1", "10.213.7.2",
+                                                                                      "10.213.7.3")
+    assert fab.uplinks == [f"vnb{fab.id}u0a", f"vnb{fab.id}u1a"] and fab.bridge_of("vswitch2") == f"vnb{fab.id}s1"
+
+
+def test_the_fabric_s_ip_lines_put_the_vms_links_between_bridges_and_uplinks():
+    fab = lay_out("2vm-2vswitch").fabric
+    i = fab.id
+    assert fabric.create_lines(fab, ["VM LINKS"]) == [
+        f"link add vnb{i}s0 type bridge", f"link set dev vnb{i}s0 up",
+        f"link add vnb{i}s1 type bridge", f"link set dev vnb{i}s1 up",
+        f"link add vnb{i}p type bridge", f"link set dev vnb{i}p up", "VM LINKS",
+        f"link add vnb{i}u0a type veth peer name vnb{i}u0b", f"link set dev vnb{i}u0a master vnb{i}s0 up",
+        f"link set dev vnb{i}u0b master vnb{i}p up",
+        f"link add vnb{i}u1a type veth peer name vnb{i}u1b", f"link set dev vnb{i}u1a master vnb{i}s1 up",
+        f"link set dev vnb{i}u1b master vnb{i}p up",
+        f"addr add 10.213.7.1/24 dev vnb{i}p"]
+    assert fabric.remove_lines(fab, {f"vnb{i}u1a", f"vnb{i}s0", f"vnb{i}p", "eth0"}) == [
+        f"link del vnb{i}u1a", f"link del vnb{i}s0", f"link del vnb{i}p"]
+    assert fabric.missing(fab, {f"vnb{i}s0"}) == [f"vnb{i}s1", f"vnb{i}p"]
+    assert fabric.shaping(fab) == [f"qdisc add dev vnb{i}u{n}{end} root handle 1: tbf rate 1000000000bit burst "
+                                   f"250000 latency 20ms" for n in range(2) for end in "ab"]
+
+
 def test_tbf_burst_passes_a_gso_packet_and_scales_with_rate():
-    assert plan.tbf_burst(10**6) == 128 << 10       # 1 mbit: still a whole 64 KiB packet, twice
-    assert plan.tbf_burst(10**9) == 250_000         # 1 gbit: 2 ms
-    assert plan.tbf_burst(10 * 10**9) == 2_500_000
-    assert plan.tbf_burst(10**9) > 15_000 * 10     # Mininet's 15 KB would throttle 1 gbit
+    assert fabric.tbf_burst(10**6) == 128 << 10       # 1 mbit: still a whole 64 KiB packet, twice
+    assert fabric.tbf_burst(10**9) == 250_000         # 1 gbit: 2 ms
+    assert fabric.tbf_burst(10 * 10**9) == 2_500_000
+    assert fabric.tbf_burst(10**9) > 15_000 * 10     # Mininet's 15 KB would throttle 1 gbit
 
 
 # ---- cpus ---------------------------------------------------------------------------------
 
 def test_more_vcpus_than_cpus_share_cpus_evenly():
-    got = plan.assign_cpus(vms((1, "packed"), (1, "packed"), (1, "packed"), (1, "packed")), {0: (0, 1)})
+    got = sizing.assign_cpus(vms((1, "packed"), (1, "packed"), (1, "packed"), (1, "packed")), {0: (0, 1)})
     assert [cpus for cpus, _ in got] == [(0,), (1,), (0,), (1,)]
 
 
 def test_packed_vms_take_a_node_each():
-    got = plan.assign_cpus(vms((4, "packed"), (4, "packed")), TWO_NODES.cpus_by_node)
+    got = sizing.assign_cpus(vms((4, "packed"), (4, "packed")), TWO_NODES.cpus_by_node)
     assert got == [((0, 1, 2, 3), (0,)), ((4, 5, 6, 7), (1,))]
 
 
 def test_spread_takes_cpus_from_every_node():
-    got = plan.assign_cpus(vms((4, "spread"),), TWO_NODES.cpus_by_node)
+    got = sizing.assign_cpus(vms((4, "spread"),), TWO_NODES.cpus_by_node)
     assert got == [((0, 1, 4, 5), (0, 1))]
 
 
 def test_a_numbered_node_is_honoured():
-    got = plan.assign_cpus(vms((2, 1), (2, 1)), TWO_NODES.cpus_by_node)
+    got = sizing.assign_cpus(vms((2, 1), (2, 1)), TWO_NODES.cpus_by_node)
     assert got == [((4, 5), (1,)), ((6, 7), (1,))]
 
 
@@ -104,17 +138,17 @@ def test_cpulists():
 # ---- subnets ------------------------------------------------------------------------------
 
 def test_subnet_choice_is_stable_and_avoids_what_is_taken():
-    first = plan.choose_subnet("c48c", [])
-    assert first == plan.choose_subnet("c48c", []) and first.subnet_of(plan.SUBNET_POOL)
-    second = plan.choose_subnet("c48c", [first])
+    first = fabric.choose_subnet("c48c", [])
+    assert first == fabric.choose_subnet("c48c", []) and first.subnet_of(fabric.SUBNET_POOL)
+    second = fabric.choose_subnet("c48c", [first])
     assert second != first and not second.overlaps(first)
-    assert plan.choose_subnet("c48c", [ipaddress.IPv4Network("10.213.0.0/17"), first]).subnet_of(
+    assert fabric.choose_subnet("c48c", [ipaddress.IPv4Network("10.213.0.0/17"), first]).subnet_of(
         ipaddress.IPv4Network("10.213.128.0/17"))
 
 
 def test_no_free_subnet_is_an_error():
     with pytest.raises(LaunchError, match="no free /24 left in 10.213.0.0/16"):
-        plan.choose_subnet("0000", [ipaddress.IPv4Network("10.0.0.0/8")])
+        fabric.choose_subnet("0000", [ipaddress.IPv4Network("10.0.0.0/8")])
 
 
 def test_two_topologies_get_different_names():
@@ -159,13 +193,13 @@ def mca(argv, flag="--mca"):
 
 def test_launch_on_4vm_4vswitch():
     lay = lay_out("4vm-4vswitch")
-    spec = plan.launch_spec(lay, 4, None, agent="/venv/bin/python -m vnetbench.topologies.agent",
+    spec = plan.launch_spec(lay, 4, None, agent="/venv/bin/python -m vnetbench.topologies.netns.agent",
                             netns_inodes={"vm1": 11, "vm2": 12, "vm3": 13, "vm4": 14})
     argv = spec.mpirun_args
     assert option(argv, "--host") == ["4vm-4vswitch-vm1:1,4vm-4vswitch-vm2:1,4vm-4vswitch-vm3:1,4vm-4vswitch-vm4:1"]
     assert option(argv, "-n") == ["4"] and option(argv, "--map-by") == ["slot"]
     assert option(argv, "--bind-to") == ["none"]
-    assert mca(argv, "--prtemca") == {"plm_ssh_agent": "/venv/bin/python -m vnetbench.topologies.agent",
+    assert mca(argv, "--prtemca") == {"plm_ssh_agent": "/venv/bin/python -m vnetbench.topologies.netns.agent",
                                       "plm_ssh_no_tree_spawn": "1", "prte_if_include": "10.213.7.0/24"}
     assert mca(argv) == {"pml": "ob1", "btl": "self,sm,tcp", "btl_tcp_if_include": "10.213.7.0/24", "osc": "^ucx",
                          "mpi_yield_when_idle": "1"}
@@ -181,7 +215,7 @@ def test_launch_on_4vm_4vswitch():
 
 def test_round_robin_maps_by_node():
     data = {**load_topology("4vm-1vswitch", host=TWO_CPUS).to_dict(), "placement": "round-robin"}
-    lay = plan.layout(from_dict(data, host=TWO_CPUS), TWO_CPUS, SUBNET)
+    lay = plan.layout(on_host(data, TWO_CPUS), TWO_CPUS, SUBNET)
     spec = plan.launch_spec(lay, 8, None, agent="a")
     assert option(spec.mpirun_args, "--map-by") == ["node"]
     assert [p["vm"] for p in spec.placement_labels] == ["vm1", "vm2", "vm3", "vm4"] * 2
@@ -231,7 +265,7 @@ def test_affinity_only_hosts_say_so():
 
 def test_the_agent_command_is_this_python(monkeypatch):
     monkeypatch.setattr(plan.sys, "executable", "/opt/venv/bin/python3")
-    assert plan.agent_command() == "/opt/venv/bin/python3 -m vnetbench.topologies.agent"
+    assert plan.agent_command() == "/opt/venv/bin/python3 -m vnetbench.topologies.netns.agent"
     monkeypatch.setattr(plan.sys, "executable", "/opt/my venv/bin/python3")
     with pytest.raises(LaunchError, match="without spaces"):
         plan.agent_command()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import presets
+from vnetbench.topologies import backend, presets
 from vnetbench.topologies.host import HostFacts
 from vnetbench.topologies.spec import from_dict, load_file, load_topology
 
@@ -40,6 +40,11 @@ switches:
 placement: round-robin
 subnet: 10.99.0.0/24
 """
+
+
+def on_host(data, host):
+    """``data`` as the netns backend validates it for ``host`` (sizes scaled and checked)."""
+    return backend("netns").from_data(data, "<spec>", host=host)
 
 
 def write(tmp_path, text, name="topo.yaml"):
@@ -267,14 +272,14 @@ def test_too_many_vms(tmp_path):
     data = {"name": "big", "switches": [{"name": "s"}],
             "vms": [{"name": f"v{i}", "vcpus": 1, "memory": "64MB", "switch": "s"} for i in range(251)]}
     with pytest.raises(SpecError, match="vms: 251 VMs; allowed: at most 250"):
-        from_dict(data, host=HOST)
+        on_host(data, HOST)
 
 
 def test_a_subnet_too_small_for_its_vms(tmp_path):
     data = {"name": "t", "subnet": "10.1.0.0/29", "switches": [{"name": "s"}],
             "vms": [{"name": f"v{i}", "vcpus": 1, "memory": "64MB", "switch": "s"} for i in range(6)]}
     with pytest.raises(SpecError, match=r"subnet: 10.1.0.0/29 has 6 addresses; 7 are needed"):
-        from_dict(data, host=HOST)
+        on_host(data, HOST)
 
 
 # ---- presets ------------------------------------------------------------------------------
@@ -323,9 +328,24 @@ def test_presets_scale_to_a_small_host():
 def test_a_declared_host_size_scales_too():
     data = {**presets.PRESETS["2vm-1vswitch"], "hosts": [{"name": "h", "cpus": 4, "memory": "8GB"}]}
     big = HostFacts(cpus_by_node={0: tuple(range(8))}, memory=64 << 30)
-    topology = from_dict(data, host=big)
+    topology = on_host(data, big)
     assert [vm.vcpus for vm in topology.vms] == [2, 2]
     assert topology.vms[0].memory == 2 << 30
+
+
+def test_the_shared_model_checks_what_any_vm_topology_needs_and_nothing_of_this_host():
+    """spec.from_dict is every VM backend's; sizes against this host are the netns backend's own check."""
+    data = {"name": "wide", "vms": [{"name": "a", "vcpus": 64, "memory": "1TB", "switch": "s"},
+                                    {"name": "b", "vcpus": 1, "memory": "1GB", "switch": "t"}],
+            "switches": [{"name": "s", "uplink": {"rate": "1gbit"}}, {"name": "t", "uplink": {"rate": "1gbit"}}]}
+    assert from_dict(data).vms[0].vcpus == 64 and not from_dict(data).scaled
+    with pytest.raises(SpecError, match="vms\\[0\\].vcpus: 64 vCPUs on a host with 8 cpus"):
+        on_host(data, HOST)
+    data["switches"][1] = {"name": "t"}
+    with pytest.raises(SpecError, match="switches\\[1\\]: switch 't' has VMs but no uplink"):
+        from_dict(data)
+    with pytest.raises(SpecError, match="hosts: the netns backend emulates VMs on this one host"):
+        on_host({**data, "hosts": [{"name": "a"}, {"name": "b"}]}, HOST)
 
 
 def test_native_is_the_local_backend():

@@ -1,15 +1,11 @@
-"""One self-contained HTML page of a store's report: the study tables with their plots inlined as PNG."""
+"""One self-contained HTML page of a store's report: the study tables with their plots inlined as PNG.
+A written format of ``report`` (``--html FILE``)."""
 
-import base64
-import datetime
-import html
-from pathlib import Path
-
-from ..errors import UsageError
-from . import plots
-from .report import LEGEND, study_grid
-from .tables import StudyTable
-
+APPLIES = ("report",)
+OPTION = "--html"
+METAVAR = "FILE"
+HELP = "also write one self-contained HTML page with tables and plots"
+SUFFIXES = (".html", ".htm")
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
@@ -33,7 +29,11 @@ def _cell_class(header: str, text: str) -> str:
     return ""
 
 
-def _table(table: StudyTable) -> str:
+def _table(table) -> str:
+    import html
+
+    from ..report import study_grid
+
     headers, body = study_grid(table)
     out = [f"<h3>{html.escape(table.title())}</h3>", "<table>", "<tr>"]
     out += [f"<th>{html.escape(h)}</th>" for h in headers] + ["</tr>"]
@@ -47,9 +47,18 @@ def _table(table: StudyTable) -> str:
     return "\n".join(out)
 
 
-def page(runs: list[dict], tables: list[StudyTable], *, store: str = "", baseline: str = "native",
+def page(runs: list[dict], tables: list, *, store: str = "", baseline: str = "native",
          skipped_lines=(), **context) -> str:
     """The page as a string; plots are drawn only when matplotlib is installed."""
+    import base64
+    import datetime
+    import html
+
+    from vnetbench.errors import UsageError
+
+    from .. import plots
+    from ..report import LEGEND
+
     stamp = datetime.datetime.now().isoformat(timespec="seconds")
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              f"<title>vnetbench report: {html.escape(store)}</title><style>{STYLE}</style></head><body>",
@@ -80,9 +89,14 @@ def page(runs: list[dict], tables: list[StudyTable], *, store: str = "", baselin
     return "\n".join(parts)
 
 
-def write(path, runs: list[dict], tables: list[StudyTable], **context) -> None:
+def write_report(path, runs: list[dict], tables: list, context: dict) -> str:
     """Write the page for the ok ``runs`` and their ``tables`` to ``path``."""
+    from pathlib import Path
+
+    from vnetbench.errors import UsageError
+
     try:
         Path(path).write_text(page(runs, tables, **context), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"--html: cannot write {path}: {exc.strerror}") from None
+    return "report"

@@ -4,8 +4,8 @@ values typed as Ansible types them work as in Ansible.
 
 ``read(path)`` gives the groups (hosts, children) and each host's variables, already merged by
 Ansible (group_vars, host_vars, group and host variables), or None when ansible-inventory is
-not installed, cannot read the file or warns about it: topologies/inventory.py then reads it
-with its own reader, which names the line of what it cannot read.
+not installed, cannot read the file or warns about it: ``inventory`` then reads it with its
+own reader, which names the line of what it cannot read.
 """
 
 import json

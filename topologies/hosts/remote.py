@@ -1,9 +1,9 @@
-"""Fabric over the hosts of a hosts topology: can they run vnetbench together, what are they, fetch their results.
+"""The hosts over SSH with Fabric: can they run vnetbench together, what are they, what records do they hold.
 
 - ``check(topology)``: per host, reachable over SSH, the same vnetbench, Open MPI and Python at
   the same path as the others, SSH to every other host, clock offset, free memory and cores;
 - ``facts(topology)``: CPU model, cores, NUMA layout, NICs and their speeds, per host;
-- ``fetch(topology, remote_path, store)``: records in a file on the hosts, appended to a local store.
+- ``fetch(topology, remote_path, add)``: the records in a file on the hosts, each handed to ``add``.
 
 Every host is reached in parallel (a Fabric ThreadingGroup), and every remote command has a
 timeout. Host keys are checked as ssh would check them for mpirun: against ~/.ssh/known_hosts
@@ -15,15 +15,12 @@ import json
 import shlex
 import sys
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import SpecError, UsageError
-from .topologies.base import HostReport
-from .topologies.hostcheck import compare as _compare
-from .topologies.hostcheck import probe as _probe
-from .topologies.hostcheck import read_probe
+from ..base import HostReport
+from ..hostcheck import compare as _compare
+from ..hostcheck import probe as _probe
+from ..hostcheck import read_probe
 
 DEFAULT_TIMEOUT = 20.0
 CLOCK_TOLERANCE = 2.0
@@ -222,48 +219,15 @@ def facts(topology, *, venv: str | None = None, timeout: float = DEFAULT_TIMEOUT
     return found
 
 
-def environment_path(store: str | Path) -> Path:
-    """The store's environment record: the hosts' facts, beside the store (results.jsonl -> results.environment.json)."""
-    store = Path(store)
-    return store.with_name(f"{store.stem}.environment.json")
-
-
-def save_facts(store: str | Path, found: dict[str, dict], source: str) -> Path:
-    """Merge ``found`` into the store's environment record (written whole, then renamed into place)."""
-    from .records import now
-
-    path = environment_path(store)
-    record = {"schema_version": 1, "kind": "environment", "hosts": {}}
-    if path.exists():
-        from .topologies.files import read_text
-
-        try:  # a few KiB a host: bounded, and a device or FIFO put in its place is refused, not read
-            record = json.loads(read_text(path, str(path), "an environment record", limit=64 << 20))
-        except (SpecError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{path}: not an environment record ({exc}); move it away") from None
-    stamp = now()
-    for name, host_facts in found.items():
-        if "error" not in host_facts:
-            record["hosts"][name] = {**host_facts, "gathered_at": stamp, "source": source}
-    record["updated_at"] = stamp
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT) -> dict[str, dict]:
-    """Append the records of ``remote_path`` on every host to ``store``, skipping those it already holds.
+def fetch(topology, remote_path: str, add, *, timeout: float = DEFAULT_TIMEOUT) -> dict[str, dict]:
+    """The records of file ``remote_path`` on every host, each that reads as a record handed to ``add(record)``
+    (True: new to the store it adds to).
 
     host name -> {"new": n, "known": n, "bad": n} or {"error": why}; a host without the file
     reports {"missing": True}.
     """
-    from .ingest import Intake
-    from .records import check_record
-    from .store import Store
+    from vnetbench.records import check_record
 
-    intake = Intake(store if isinstance(store, Store) else Store(store))
     named = connections(topology, timeout)
     summary = {}
     try:
@@ -290,6 +254,6 @@ def fetch(topology, remote_path: str, store, *, timeout: float = DEFAULT_TIMEOUT
             if check_record(record):
                 counts["bad"] += 1
             else:
-                counts["new" if intake.add(record) else "known"] += 1
+                counts["new" if add(record) else "known"] += 1
         summary[name] = counts
     return summary

@@ -2,21 +2,30 @@
 configuration and metric, a failure for each regression (with the numbers and the t-test's
 p-value), a failure for a configuration that no longer passes; skipped: a configuration found in
 only one of the stores, a metric measured on one side only, a change beyond the threshold that could
-not be tested (fewer than 2 repetitions on a side)."""
+not be tested (fewer than 2 repetitions on a side). A written format of ``compare`` (``--junit FILE``)."""
 
-import xml.etree.ElementTree as ET
-
-from . import format as fmt
-from .compare import Comparison, label
-
+APPLIES = ("compare",)
+OPTION = "--junit"
+METAVAR = "FILE.xml"
+HELP = ("also write JUnit XML: a test case per configuration and metric, a failure per regression, skipped "
+        "where a configuration has no counterpart")
+SUFFIXES = None  # any name: each CI system looks where it was told
 SUITE = "vnetbench compare"
 
 
-def _case(suite, classname: str, name: str) -> ET.Element:
+def _case(suite, classname: str, name: str):
+    import xml.etree.ElementTree as ET
+
     return ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
 
 
-def document(result: Comparison) -> ET.ElementTree:
+def tree(result):
+    """The comparison (compare.Comparison) as a JUnit XML tree."""
+    import xml.etree.ElementTree as ET
+
+    from .. import format as fmt
+    from ..compare import label
+
     suite = ET.Element("testsuite", name=SUITE)
     failures = skipped = 0
     for change in result.changes:
@@ -58,15 +67,16 @@ def document(result: Comparison) -> ET.ElementTree:
     root = ET.Element("testsuites", name=SUITE, tests=str(tests), failures=str(failures), errors="0",
                       skipped=str(skipped))
     root.append(suite)
-    tree = ET.ElementTree(root)
-    ET.indent(tree)
-    return tree
+    xml = ET.ElementTree(root)
+    ET.indent(xml)
+    return xml
 
 
-def write(path, result: Comparison) -> None:
-    from ..errors import UsageError
+def write_compare(path, result) -> str:
+    from vnetbench.errors import UsageError
 
     try:
-        document(result).write(path, encoding="utf-8", xml_declaration=True)
+        tree(result).write(path, encoding="utf-8", xml_declaration=True)
     except OSError as exc:
         raise UsageError(f"--junit: cannot write {path}: {exc.strerror}") from None
+    return "JUnit XML"

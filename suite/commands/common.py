@@ -1,0 +1,105 @@
+"""The options run, sweep and exec share, each defined once, and what they become: a topology ref, rank
+options, the exit code of a command's records. Help texts name what the registries hold."""
+
+import sys
+
+from vnetbench.options import float_range, int_range
+from vnetbench.topologies.base import MAX_RANKS
+
+
+def add_topology(parser, *, required: bool = False) -> None:
+    """``--topology REF`` or, for real hosts, ``--hostfile FILE`` / ``--inventory FILE`` (the hosts backend's
+    refs ``hostfile:FILE`` and ``inventory:FILE``)."""
+    from vnetbench.topologies import base, presets
+
+    refs = [f"{prefix}:" for name, entry in base.entries().items() for prefix in (name, *entry.prefixes)
+            if name != "local"]
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument("--topology", default=None if required else "native", metavar="NAME|FILE|REF",
+                       help=f"a preset ({', '.join(presets.PRESETS)}), a topology YAML, a hostfile or inventory, or "
+                            f"a backend's ref ({', '.join(refs)}...)" + ("" if required else " (default native: this "
+                                                                            "host, no VMs)"))
+    where.add_argument("--hostfile", metavar="FILE", help="real hosts from an Open MPI hostfile (as hostfile:FILE)")
+    where.add_argument("--inventory", metavar="FILE",
+                       help="real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)")
+
+
+def topology_ref(args) -> str:
+    """The topology ref the options name (``--hostfile F`` is ``hostfile:F``, ``--inventory F`` ``inventory:F``)."""
+    if args.hostfile:
+        return f"hostfile:{args.hostfile}"
+    if args.inventory:
+        return f"inventory:{args.inventory}"
+    return args.topology
+
+
+def add_ranks(parser, *, required: bool = False) -> None:
+    parser.add_argument("--ranks", type=int_range(1, MAX_RANKS), required=required, default=None if required else 2,
+                        metavar="N", help="MPI ranks" + ("" if required else " (default 2)"))
+
+
+def add_repeat(parser, *, default: int | None = 1) -> None:
+    shown = f" (default {default})" if default else ""
+    parser.add_argument("--repeat", type=int_range(1, 1000), default=default, metavar="R",
+                        help=f"repetitions, each stored as its own record{shown}")
+
+
+def add_store(parser, *, default: bool = True, help: str = "results store, JSON Lines") -> None:
+    from vnetbench.store import DEFAULT_PATH
+
+    parser.add_argument("--store", default=str(DEFAULT_PATH) if default else None, metavar="PATH",
+                        help=f"{help} (default {DEFAULT_PATH})")
+
+
+def add_timeout(parser, *, default: str = "the workload's: per kernel, or the application's timeout") -> None:
+    parser.add_argument("--timeout", type=float_range(0.001), metavar="S",
+                        help=f"seconds before a run is killed with its whole process tree, its record saying "
+                             f"'timeout' (default: {default})")
+
+
+def add_bind(parser) -> None:
+    from vnetbench.topologies.binding import BIND_CHOICES
+
+    parser.add_argument("--bind", choices=BIND_CHOICES,
+                        help="bind each rank to a core (default when ranks fit the cores; VMs' ranks run on their "
+                             "vCPUs) or not")
+
+
+def add_mpi(parser) -> None:
+    from vnetbench import mpiselect
+
+    mpiselect.add_option(parser)
+
+
+def add_rank_options(parser) -> None:
+    from vnetbench import kernels
+
+    kernels.add_rank_options(parser)
+
+
+def rank_options(args) -> dict:
+    """The rank options (``kernels.RANK_OPTIONS``) that were set."""
+    from vnetbench import kernels
+
+    return {key: getattr(args, key) for key in kernels.RANK_OPTIONS if getattr(args, key, None)}
+
+
+def add_app(parser) -> None:
+    parser.add_argument("--app", metavar="FILE.yaml",
+                        help="run a real application defined in FILE.yaml (command, parser, success, metrics) "
+                             "instead of a kernel")
+
+
+def finish(records: list[dict], store, form: str | None) -> int:
+    """Print the records (``form``: a run format, None: nothing more on stdout), what did not pass, where they
+    went; the exit code: 0 when every run passed, else 1."""
+    if form is not None:
+        from vnetbench.analysis import report
+
+        print(report.run_text(records, form))
+    for record in records:
+        if record["status"] != "ok":
+            print(f"vnetbench: {record['kernel']} repetition {record['repetition'] + 1}: {record['status']}: "
+                  f"{record['validation']['detail'][:500]}", file=sys.stderr)
+    print(f"vnetbench: {len(records)} record(s) appended to {store}", file=sys.stderr)
+    return 0 if all(record["status"] == "ok" for record in records) else 1

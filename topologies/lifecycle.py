@@ -1,0 +1,239 @@
+"""The life of a VM topology kept up on this host: bring-up, take-down, status and cleanup around its state file.
+
+Shared by the backends whose topologies are a state file under /run/vnetbench/ID plus objects on this
+host (netns; the coming qemu). A backend hands over its own part as a ``Kind`` (how it lays a topology
+out, creates and removes what the layout names, what of it is missing, its orphans); the flow around
+it is here, once: one vnetbench at a time changes what is up (the state lock); the state is written
+before anything is made, so that a crash leaves nothing that cannot be found; a topology left by a
+dead run is replaced, one in use by a live run refused; a teardown holds ^C until it is done.
+"""
+
+import ipaddress
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from vnetbench.errors import LaunchError, SpecError, UsageError
+
+from . import state
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A backend's part in the life of its topologies (the state ``st`` is a dict, as written)."""
+
+    backend: str
+    require: Callable[[], None]  # UsageError unless this host can make and remove the backend's objects
+    preflight: Callable[[object], None]  # the same for one topology, before anything is made
+    layout: Callable[[object, object, ipaddress.IPv4Network], dict]  # (topology, host, subnet) -> st["layout"]
+    create: Callable[[dict], None]  # make what st names (st may gain fields, written once it is complete)
+    teardown: Callable[[dict], None]  # remove what st names that exists; LaunchError naming what is left
+    missing: Callable[[dict], list[str]]  # what st names that is gone (damaged)
+    orphans: Callable[[set[str]], list[str]]  # remove objects of no topology in the ids; phrases removed
+    fields: Callable[[object, dict], dict] = lambda topology, layout: {}  # more fields for a new state
+    unlabelled: bool = False  # the states that name no backend (written before states did) are this one's
+
+
+def states(kind: Kind) -> list[dict]:
+    """The states of this backend's topologies (complete or not)."""
+    return [st for st in state.all_states() if _mine(kind, st)]
+
+
+def _mine(kind: Kind, st: dict) -> bool:
+    return st.get("backend", kind.backend if kind.unlabelled else None) == kind.backend
+
+
+# ---- up -------------------------------------------------------------------------------------
+
+def bring_up(kind: Kind, topology, persistent: bool = True, host=None) -> tuple[dict, bool]:
+    """Bring ``topology`` up; (state, True), or (state, False) when it was already up (and is attached to).
+    ``persistent``: left up until ``topology down``; else owned by this process, which takes it down."""
+    kind.preflight(topology)
+    with state.locked():
+        current = state.read(topology.id)
+        if current is not None:
+            if current["name"] != topology.name:
+                raise UsageError(f"topology {topology.name!r} shares its id {topology.id} with {current['name']!r}, "
+                                 f"which is up; rename one of them")
+            if state.stale(current) and _mine(kind, current):
+                print(f"vnetbench: topology {current['name']} ({current['id']}) was {stale_reason(current)}; "
+                      f"removing it and bringing it up afresh", file=sys.stderr)
+                kind.teardown(current)
+            elif current["spec_hash"] != topology.spec_hash() or not _mine(kind, current):
+                raise UsageError(f"a different topology named {topology.name!r} is up (from {current['source']}); "
+                                 f"take it down first: vnetbench topology down {topology.name}")
+            elif current.get("owner") and not state.is_mine(current):
+                raise LaunchError(f"topology {topology.name!r} is in use by process {current['owner']['pid']}, "
+                                  f"which will take it down when it ends; wait for it, or bring the topology "
+                                  f"up with 'vnetbench topology up' to share it")
+            else:
+                return current, False
+        if host is None:
+            from .host import detect
+
+            host = detect()
+        layout = kind.layout(topology, host, _subnet(topology, host))
+        st = {"version": state.VERSION, "backend": kind.backend, "id": topology.id, "name": topology.name,
+              "source": topology.source, "spec_hash": topology.spec_hash(), "spec": topology.to_dict(),
+              "layout": layout, **kind.fields(topology, layout), "created": state.now(), "complete": False,
+              "owner": None if persistent else state.me()}
+        state.write(st)
+        try:
+            kind.create(st)
+        except BaseException:
+            with signals_blocked():
+                kind.teardown(st)
+            raise
+        st["complete"] = True
+        state.write(st)
+        return st, True
+
+
+def _subnet(topology, host) -> ipaddress.IPv4Network:
+    """The topology's subnet, or a free /24 clear of the host's networks and of every topology that is up."""
+    from .fabric import choose_subnet
+
+    others = [(s["name"], ipaddress.IPv4Network(s["layout"]["subnet"])) for s in state.all_states()
+              if s["id"] != topology.id]
+    if topology.subnet is not None:
+        for name, net in others:
+            if net.overlaps(topology.subnet):
+                raise SpecError(f"{topology.locate('subnet')}: {topology.subnet} overlaps topology {name!r} "
+                                f"({net}), which is up; choose another subnet")
+        return topology.subnet
+    return choose_subnet(topology.id, [net for _, net in host.networks] + [net for _, net in others])
+
+
+# ---- down -----------------------------------------------------------------------------------
+
+def down(kind: Kind, topology_id: str) -> dict | None:
+    """Tear down this backend's topology with this id; its state, or None when it was not up."""
+    with signals_blocked(), state.locked():
+        st = state.read(topology_id)
+        if st is None or not _mine(kind, st):
+            return None
+        kind.teardown(st)
+        return st
+
+
+def take_down(kind: Kind, ref: str, topology=None) -> dict | None:
+    """``topology down REF``: the topology up under the name or file ``ref`` (else ``topology``, REF loaded),
+    taken down; its state, or None when it is not up. One a live run owns is refused: that run takes it
+    down when it ends."""
+    found = [st for st in states(kind) if ref in (st["name"], st["source"])]
+    if found:
+        current = found[0]
+    elif topology is not None:
+        current = state.read(topology.id)
+        if current is None or not _mine(kind, current):
+            return None
+    else:
+        return None
+    if current.get("owner") and state.alive(current["owner"]):
+        raise UsageError(f"topology {current['name']!r} belongs to a run in progress (process "
+                         f"{current['owner']['pid']}), which takes it down when it ends")
+    kind.require()
+    return down(kind, current["id"])
+
+
+# ---- status and cleanup -----------------------------------------------------------------------
+
+def stale_reason(st: dict) -> str:
+    """Why a stale topology is stale, with its age: 'left up 5 min ago by process 123, which is gone'."""
+    age = _age(time.time() - st["created"])
+    owner = st.get("owner")
+    if owner:
+        return f"left up {age} ago by process {owner['pid']}, which is gone"
+    return f"left half-built {age} ago (its bring-up was interrupted)"
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def status(kind: Kind, describe: Callable[[dict], dict]) -> list[dict]:
+    """``topology status``' rows of this backend: ``describe(st)`` and the name, source, age, owner, whether
+    it is stale or damaged, and ``state``, all of that in a phrase."""
+    rows = []
+    for st in states(kind):
+        owner = st.get("owner")
+        stale = state.stale(st)
+        row = {**describe(st), "name": st["name"], "source": st["source"], "complete": st["complete"],
+               "age_s": max(0.0, time.time() - st["created"]), "owner": owner["pid"] if owner else None,
+               "stale": stale, "stale_reason": stale_reason(st) if stale else None, "missing": kind.missing(st)}
+        if row["stale"]:
+            row["state"] = f"stale, {row['stale_reason']}: 'vnetbench topology cleanup' removes it"
+        elif row["missing"]:
+            row["state"] = f"damaged: {', '.join(row['missing'])} missing"
+        else:
+            row["state"] = f"run by process {row['owner']}" if row["owner"] else "up (topology up)"
+        row["backend"] = kind.backend
+        rows.append(row)
+    return rows
+
+
+def cleanup(kind: Kind, everything: bool = False) -> list[str]:
+    """Remove what crashed runs of this backend left behind (or, with ``everything``, all its topologies).
+
+    Topologies brought up with ``topology up`` are kept unless ``everything``; so are those of runs
+    still going, and every topology of another backend. Objects carrying vnetbench's names that no
+    state accounts for go too (``kind.orphans``). Silent, as a user, where this backend has nothing up.
+    """
+    if os.geteuid() != 0 and not states(kind):
+        return []
+    kind.require()
+    removed = []
+    with signals_blocked(), state.locked():
+        known_ids, refused = set(), []
+        for st in state.all_states():
+            foreign = state.foreign_names(st) if _mine(kind, st) else []
+            if foreign:
+                known_ids.add(st["id"])  # its objects are left alone too
+                refused.append(f"{state.directory(st['id'])}/state.json names what vnetbench does not make "
+                               f"({', '.join(foreign[:4])})")
+            elif _mine(kind, st) and (everything or state.stale(st)):
+                kind.teardown(st)
+                removed.append(f"topology {st['name']} ({st['id']}), {stale_reason(st) if state.stale(st) else 'up'}")
+            else:
+                known_ids.add(st["id"])
+        removed += kind.orphans(known_ids)
+    if refused:
+        raise LaunchError(f"{'; '.join(refused)}; nothing of it was removed; check it, and remove it by hand"
+                          + (f" (removed meanwhile: {', '.join(removed)})" if removed else ""))
+    return removed
+
+
+# ---- signals ----------------------------------------------------------------------------------
+
+class signals_blocked:
+    """Hold SIGINT/SIGTERM/SIGHUP while tearing down, so that a second ^C cannot leave half a
+    topology; a signal that came meanwhile is delivered again at the end."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self):
+        self.caught, self.previous = [], {}
+        if threading.current_thread() is threading.main_thread():
+            try:
+                for sig in self.SIGNALS:
+                    if signal.getsignal(sig) == signal.SIG_IGN:
+                        continue  # ignored stays ignored, also by the tools started meanwhile
+                    self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+            except BaseException:  # a signal between two of these: leave the handlers as they were
+                self.__exit__()
+                raise
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.caught):
+            signal.raise_signal(sig)

@@ -1,0 +1,213 @@
+"""The netns backend: VMs emulated on this Linux host as network namespaces, on bridges joined by shaped veths.
+
+A VM is a network namespace plus a UTS namespace (its own hostname), a veth into its switch's bridge,
+an address on the topology's subnet, and cgroups (cgroups.py: v2 or v1) confining it to its vCPUs and
+memory. The switches are the shared fabric (fabric.py): a bridge each; a switch with an uplink joins
+the physical-switch bridge over a veth pair shaped by tc tbf both ways (and delayed by netem, when it
+has a delay). mpirun runs on the host, with an address on the physical switch (or on the only switch),
+like a head node; its daemons reach the VMs through the launch agent (``agent``), which PRRTE calls in
+place of ssh. Root, ip and tc are needed.
+
+The parts: ``plan`` (pure: names, addresses, cpus, rank placement, the launch intent), ``life`` (create,
+tear down, clean up; the flow around them is lifecycle.py's), ``view`` (``topology show``, the record's
+view), ``agent``. A topology's sizes are fitted to this host when it is loaded (sizing.py).
+
+Submodules are imported where they are used: the launch agent imports this package once per VM and
+per run, and needs none of them (nor the spec model).
+"""
+
+import atexit
+import signal
+import threading
+
+from vnetbench.errors import Interrupted
+
+from ..base import LaunchSpec, Realised, idle_vms, register
+
+
+@register("netns")
+class NetnsBackend(Realised):
+    """A netns topology that is up: brought up by this object (and torn down by ``close``,
+    at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
+
+    # ---- specs --------------------------------------------------------------------------
+
+    @classmethod
+    def from_data(cls, data: dict, source: str, lines=None, host=None):
+        """A spec topology whose VMs run on ``host`` (default: this one): at most one host declared, sizes
+        scaled from ``scale_from`` and checked against the host."""
+        from .. import sizing
+
+        return sizing.fit(data, source, lines, host, checks=(_one_host,))
+
+    # ---- before bring-up ----------------------------------------------------------------
+
+    @classmethod
+    def preflight(cls, topology) -> None:
+        from . import life
+
+        life.preflight(topology)
+
+    @classmethod
+    def cannot_place(cls, topology, ranks: int) -> str | None:
+        return idle_vms(len(topology.vms), ranks)
+
+    @classmethod
+    def preview(cls, topology) -> dict:
+        from . import view
+
+        return {"plan": view.preview(topology), **({"scaled": topology.scaled} if topology.scaled else {})}
+
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        from . import view
+
+        return view.show(topology, preview)
+
+    # ---- life outside a run ---------------------------------------------------------------
+
+    @classmethod
+    def up(cls, topology) -> list[str]:
+        from . import life, view
+
+        st, created = life.up(topology, persistent=True)
+        return view.up_lines(topology, st, created)
+
+    @classmethod
+    def down(cls, ref: str, topology=None) -> str | None:
+        from . import life
+
+        st = life.take_down(ref, topology)
+        return f"{st['name']} down" if st else None
+
+    @classmethod
+    def status(cls) -> list[dict]:
+        from .. import lifecycle
+        from . import life, view
+
+        return lifecycle.status(life.KIND, view.describe_state)
+
+    @classmethod
+    def cleanup(cls, everything: bool = False) -> list[str]:
+        from . import life
+
+        return life.cleanup(everything)
+
+    # ---- once up ------------------------------------------------------------------------
+
+    def __init__(self, topology):
+        from . import life, plan
+
+        super().__init__(topology)
+        self._closed = False
+        self._handlers = {}
+        # from before the first object exists: a SIGTERM half-way through tears down what was made
+        self._catch_signals()
+        try:
+            self.state, self.brought_up = life.up(topology, persistent=False)
+        except BaseException:
+            self._restore_signals()
+            raise
+        self.layout = plan.Layout.from_dict(self.state["layout"])
+        if self.brought_up:
+            atexit.register(self.close)
+        else:
+            self._restore_signals()
+
+    def check_ranks(self, ranks: int) -> None:
+        from . import plan
+
+        plan.check_ranks(ranks)
+
+    def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
+        from .. import linux
+        from . import plan, view
+
+        inodes = {vm.name: linux.netns_inode(vm.netns) for vm in self.layout.vms}
+        return plan.launch_spec(self.layout, ranks, bind, enforced=view.enforcement(self.state),
+                                netns_inodes={k: v for k, v in inodes.items() if v})
+
+    def health(self) -> tuple[str, list[str]] | None:
+        """None while every VM, switch and uplink is as it was brought up; else what broke and
+        the VMs it cut off. Cheap (a few sysfs reads): a job's watch asks every quarter second."""
+        from .. import fabric, linux
+
+        lay = self.layout
+        made = self.state.get("netns_inodes") or {}
+        for vm in lay.vms:
+            inode = linux.netns_inode(vm.netns)
+            if inode is None or made.get(vm.netns, inode) != inode:
+                return f"VM {vm.name} lost its network namespace {vm.netns}", [vm.name]
+            problem = linux.link_problem(vm.veth)
+            if problem:
+                return f"VM {vm.name} lost its network: its veth {vm.veth} {problem}", [vm.name]
+        vms_on = {sw.name: [vm.name for vm in lay.vms if vm.switch == sw.name] for sw in lay.switches}
+        return fabric.health(lay.fabric, vms_on)
+
+    def describe(self) -> dict:
+        from . import view
+
+        described = super().describe()
+        described.update(view.describe_state(self.state))
+        described["attached"] = not self.brought_up
+        if self.topology.scaled:
+            described["scaled"] = self.topology.scaled
+        return described
+
+    def close(self) -> None:
+        from .. import lifecycle, state
+        from . import life
+
+        if self._closed:
+            return
+        # a signal held back until the end of the teardown finds the previous handlers, not ours
+        self._restore_signals()
+        with lifecycle.signals_blocked():
+            # closed only once signals are held: a signal that lands before this point leaves the
+            # teardown to the atexit registration, which is still there
+            if self._closed:
+                return
+            self._closed = True
+            atexit.unregister(self.close)
+            if self.brought_up:
+                with state.locked():
+                    life.teardown(self.state)
+
+    def _catch_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers; atexit and close() still tear down
+
+        def terminate(signum, frame):
+            raise Interrupted(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) == signal.SIG_DFL:  # the CLI has its own; a library user may not
+                self._handlers[sig] = signal.signal(sig, terminate)
+
+    def _restore_signals(self):
+        for sig, handler in self._handlers.items():
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(sig, handler)
+        self._handlers = {}
+
+
+def _one_host(topology) -> list[tuple[tuple, str]]:
+    if len(topology.hosts) > 1:
+        return [(("hosts",), "the netns backend emulates VMs on this one host; declare at most one host")]
+    return []
+
+
+# the functions scripts and tests call by their old names (``netns.up``, ``netns.down``, ...)
+_PUBLIC = {"up": "life", "down": "life", "take_down": "life", "cleanup": "life", "preflight": "life",
+           "teardown": "life", "preview": "view", "show": "view", "describe_state": "view"}
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["NetnsBackend", *_PUBLIC]
