@@ -5,6 +5,7 @@ intent into its own argv. ``prrte_args`` is the Open MPI 5 (PRRTE) rendering: th
 and the arguments a record shows. This module imports nothing of vnetbench: every layer may use it.
 """
 
+import os
 from dataclasses import dataclass, field
 
 # what a VM's one network interface is called inside its namespace (netns backend)
@@ -64,6 +65,14 @@ def tcp_transport(subnet: str | None = None) -> dict[str, str]:
         mca["btl_tcp_if_include"] = subnet
     mca["osc"] = "^ucx"
     return mca
+
+
+def one_host_transport() -> dict[str, str]:
+    """Open MPI's MPI-layer settings of ranks that all run on this host: every transport but libfabric's BTL,
+    which carries nothing between ranks of one host (shared memory does) and costs Open MPI 5 about a second
+    in every rank's MPI_Init on a host without a fabric (its component close sleeps a second: seen with gdb
+    under the PyPI wheel's 5.0.11). Nothing when the user's environment chooses the BTLs itself."""
+    return {} if "OMPI_MCA_btl" in os.environ else {"btl": "^ofi"}
 
 
 def mca_args(mca: dict[str, str]) -> list[str]:

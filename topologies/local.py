@@ -9,7 +9,7 @@ from vnetbench.errors import SpecError, UsageError
 from .base import DEFAULT_VM_BACKEND, LaunchSpec, Realised, register
 from .binding import binding, check_ranks
 from .host import usable_cpus
-from .intent import Intent
+from .intent import Intent, one_host_transport
 
 
 class NativeTopology:
@@ -77,5 +77,6 @@ class LocalRealised(Realised):
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
         self.check_ranks(ranks)
         mca, notes = binding(ranks, usable_cpus(), bind)
-        intent = Intent(ranks=ranks, bind=notes["bind"], oversubscribe=notes["oversubscribed"], mca=mca)
+        intent = Intent(ranks=ranks, bind=notes["bind"], oversubscribe=notes["oversubscribed"],
+                        mca={**one_host_transport(), **mca})
         return LaunchSpec(intent=intent, notes=notes)

@@ -41,7 +41,7 @@ def test_native_launch_argv_is_an_argv_list():
     argv = launch.mpirun_argv(spec, program)
     assert argv[0] == str(mpi.mpirun())
     assert argv[1:3] == ["-n", "8"]
-    assert ["--mca", "mpi_yield_when_idle", "1"] == argv[argv.index("--mca"):argv.index("--mca") + 3]
+    assert ["--mca", "mpi_yield_when_idle", "1"] == argv[argv.index("mpi_yield_when_idle") - 1:][:3]
     assert argv[argv.index("-m") + 1:argv.index("-m") + 3] == ["vnetbench.kernels", "halo"]
     assert json.loads(argv[argv.index("--params") + 1]) == {"steps": 3}
 
@@ -90,3 +90,11 @@ def test_native_fast_path_describes_native_exactly_as_the_spec_model_does():
     fast = topologies.load("native")
     assert fast.to_dict() == load_topology("native").to_dict()
     assert (fast.name, fast.backend) == ("native", "local")
+
+
+def test_ranks_on_this_host_leave_out_libfabric_s_btl_unless_the_user_chose_the_btls(monkeypatch):
+    monkeypatch.delenv("OMPI_MCA_btl", raising=False)
+    argv = LocalRealised(load_topology("native")).launch(2).mpirun_args
+    assert argv[argv.index("btl") - 1:argv.index("btl") + 2] == ["--mca", "btl", "^ofi"]
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
+    assert "btl" not in LocalRealised(load_topology("native")).launch(2).mpirun_args
