@@ -19,11 +19,21 @@ def ansible_tool(name: str) -> str | None:
     return str(candidate) if candidate.exists() else shutil.which(name)
 
 
-def vnetbench_wheelhouse(directory: Path) -> tuple[Path, Path]:
+# set by tests/harness/lanes.py: a folder where the wheelhouse is being made for this run, outside the sandbox
+# that runs the deploy tier (it has no route to PyPI)
+PREPARED = "VNETBENCH_TEST_WHEELHOUSE"
+PREPARE_TIMEOUT = 900
+
+
+def vnetbench_wheelhouse(directory: Path, tmp: Path | None = None) -> tuple[Path, Path]:
     """A wheel of this checkout, and a wheelhouse with it and its dependencies (for hosts without PyPI).
 
-    The wheel is built from a copy of the sources (setuptools would leave build/ in the checkout).
+    The wheel is built from a copy of the sources (setuptools would leave build/ in the checkout). When the
+    run prepares it outside the sandbox (``PREPARED``), that one is waited for and used. ``tmp``: pip's
+    temporary folder (default: the system's).
     """
+    if os.environ.get(PREPARED):
+        return prepared(Path(os.environ[PREPARED]))
     source = directory / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc", "*.egg-info")
     source.mkdir(parents=True)
@@ -33,15 +43,44 @@ def vnetbench_wheelhouse(directory: Path) -> tuple[Path, Path]:
     for name in ("suite", "kernels", "topologies"):
         shutil.copytree(REPO / name, source / name, ignore=ignore)
     wheels, house = directory / "wheels", directory / "wheelhouse"
-    _pip("wheel", "-q", "--no-deps", "-w", str(wheels), str(source))
+    env = {**os.environ, "TMPDIR": str(tmp)} if tmp else None
+    _pip("wheel", "-q", "--no-deps", "-w", str(wheels), str(source), env=env)
     (wheel,) = wheels.glob("vnetbench-*.whl")
-    _pip("download", "-q", "-d", str(house), str(wheel))
+    _pip("download", "-q", "-d", str(house), str(wheel), env=env)
     return wheel, house
 
 
-def _pip(*args: str) -> None:
+def prepare(directory: Path) -> None:
+    """``vnetbench_wheelhouse`` into ``directory``, then ``.complete`` there (or ``.failed`` with why); pip's
+    temporary files in there too, not in the /tmp whose entries the other lane's tests compare."""
+    import traceback
+
+    shutil.rmtree(directory, ignore_errors=True)
+    (directory / "tmp").mkdir(parents=True)
+    try:
+        vnetbench_wheelhouse(directory, tmp=directory / "tmp")
+    except BaseException as exc:  # noqa: BLE001 - said to the tier that waits, whatever it was
+        (directory / ".failed").write_text("".join(traceback.format_exception_only(exc)))
+        raise
+    (directory / ".complete").write_text("made\n")
+
+
+def prepared(directory: Path) -> tuple[Path, Path]:
+    import time
+
+    deadline = time.monotonic() + PREPARE_TIMEOUT
+    while not (directory / ".complete").exists():
+        assert not (directory / ".failed").exists(), \
+            f"the wheelhouse could not be made: {(directory / '.failed').read_text()}"
+        assert time.monotonic() < deadline, f"the wheelhouse in {directory} was not made in {PREPARE_TIMEOUT} s"
+        time.sleep(0.5)
+    (wheel,) = (directory / "wheels").glob("vnetbench-*.whl")
+    return wheel, directory / "wheelhouse"
+
+
+def _pip(*args: str, env: dict | None = None) -> None:
     argv = [sys.executable, "-m", "pip", *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, f"{' '.join(argv)} failed:\n{proc.stderr[-3000:]}"
 
 

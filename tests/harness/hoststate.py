@@ -80,8 +80,14 @@ def job_processes() -> list[str]:
 
 
 def _of_another_pytest(pid: int) -> bool:
-    """Started by another pytest that is still running (a second test session on this machine),
-    so none of this one's business; what a test leaves behind is reparented away from pytest."""
+    """Started by another pytest that is still running (a second test session on this machine, or the suite's
+    second lane in its PID namespace: tests/harness/lanes.py), so none of this one's business; what a test
+    leaves behind is reparented away from pytest."""
+    try:
+        if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+            return True
+    except OSError:
+        return False
     while pid > 1:
         try:
             ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
