@@ -43,6 +43,22 @@ def topology_name(record: dict) -> str:
     return name if isinstance(name, str) else "?"
 
 
+def mpi_of(record: dict) -> str | None:
+    """The MPI library the ranks loaded, as 'Open MPI 5.0.11' (``environment.versions.mpi``, read on a rank),
+    else as the launch named it (``launch.mpi.library``); None when the record does not say."""
+    environment = record.get("environment")
+    versions = environment.get("versions") if isinstance(environment, dict) else None
+    loaded = versions.get("mpi") if isinstance(versions, dict) else None
+    if isinstance(loaded, str) and loaded:
+        return loaded
+    launch = record.get("launch")
+    mpi = launch.get("mpi") if isinstance(launch, dict) else None
+    library = mpi.get("library") if isinstance(mpi, dict) else None
+    if isinstance(library, dict) and isinstance(library.get("product"), str):
+        return f"{library['product']} {library.get('version') or ''}".strip()
+    return None
+
+
 def run_options_of(record: dict) -> dict:
     options = record.get("run_options")
     return options if isinstance(options, dict) else {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..kernels.contract import Metric
 from . import metrics as registry
-from .records import ConfigKey, bind_of, canonical, describe_key, run_options_of, topology_name
+from .records import ConfigKey, bind_of, canonical, describe_key, mpi_of, run_options_of, topology_name
 from .stats import Summary, summarise, worse_pct
 
 
@@ -70,6 +70,7 @@ class StudyTable:
     rank_counts: list[int]
     rows: list[Row]
     baseline: str | None  # label of the baseline row, when there is one
+    mpi: str | None = None  # the MPI library its runs loaded (records.mpi_of)
 
     def title(self) -> str:
         unit = f" ({self.metric.unit})" if self.metric.unit else ""
@@ -79,7 +80,7 @@ class StudyTable:
     def to_dict(self) -> dict:
         m = self.metric
         return {"kernel": self.kernel, "params": self.params, "run_options": self.run_options,
-                "params_label": self.params_label,
+                "params_label": self.params_label, "mpi": self.mpi,
                 "metric": {"name": m.name, "label": m.label, "unit": m.unit, "better": m.better},
                 "baseline": self.baseline, "rank_counts": self.rank_counts,
                 "rows": [{"topology": r.topology, "bind": r.bind, "label": r.label,
@@ -118,9 +119,12 @@ class Study:
             loose = looseness(record)
             if loose:
                 self.loose.setdefault(topology_name(record), set()).update(loose)
-        group = self.groups.get((kernel, params, options))
+        # runs of different MPI libraries are never one cell: a table mixing Open MPI 4 and 5 would hide it
+        mpi = mpi_of(record)
+        group = self.groups.get((kernel, params, options, mpi))
         if group is None:
-            group = self.groups[(kernel, params, options)] = _Group(kernel, record["params"], run_options_of(record))
+            group = self.groups[(kernel, params, options, mpi)] = _Group(kernel, record["params"],
+                                                                         run_options_of(record), mpi)
         topology, bind = topology_name(record), bind_of(record)
         group.add(record, (topology, bind, record["ranks"]))
         key = ConfigKey(kernel, topology, record["ranks"], params, bind, options)
@@ -135,6 +139,8 @@ class Study:
             siblings = [g.params for k, g in self.groups.items() if k[0] == key[0]]
             label = params_label(key[0], group.params, siblings)
             label = ", ".join(filter(None, [label, *(f"{k}={v}" for k, v in sorted(group.run_options.items()))]))
+            if len({k[3] for k in self.groups if k[0] == key[0]}) > 1:  # the kernel ran on several MPIs
+                label = ", ".join(filter(None, [label, f"MPI {group.mpi or 'unknown'}"]))
             tables += _tables_for(group, label, baseline)
         return tables
 
@@ -155,6 +161,7 @@ class _Group:
     kernel: str
     params: dict
     run_options: dict
+    mpi: str | None = None  # the MPI library the runs loaded (records.mpi_of)
     described: dict[str, Metric] = field(default_factory=dict)
     slots: dict[tuple, _Slot] = field(default_factory=dict)
     chosen: list[str] = field(default_factory=list)  # the table metrics among those described so far
@@ -243,7 +250,7 @@ def _tables_for(group: _Group, label: str, baseline: str) -> list[StudyTable]:
                 row.scaling = _scaling(row, metric, rank_counts)
         first_base = next(iter(base.values()), None)
         tables.append(StudyTable(group.kernel, group.params, group.run_options, label, metric, rank_counts,
-                                 list(rows.values()), first_base.label if first_base else None))
+                                 list(rows.values()), first_base.label if first_base else None, group.mpi))
     return tables
 
 

@@ -190,3 +190,24 @@ def test_configurations_that_never_passed_are_named(tmp_path):
     craft.write(tmp_path / "s.jsonl", runs)
     proc = vnetbench("report", "--store", tmp_path / "s.jsonl", check=0)
     assert "no passing run: halo x2 on 2vm-2vswitch, bind core: 1 timeout" in proc.stdout
+
+
+def test_runs_of_different_mpi_libraries_are_never_one_cell(tmp_path):
+    """Issue 22: a store holding Open MPI 4.1 and 5.0 runs of one configuration shows two tables, each
+    naming its library; a store of one library names none (nothing to tell apart)."""
+    lines = [json.loads(line) for line in STUDY.read_text().splitlines()]
+    halo = [r for r in lines if r["kernel"] == "halo" and r["topology"]["name"] == "native" and r["ranks"] == 2]
+    mixed = []
+    for version, elapsed in (("Open MPI 4.1.4", 20.0), ("Open MPI 5.0.11", 10.0)):
+        for record in halo:
+            mixed.append({**record, "run_id": f"{record['run_id']}-{version[-6:]}", "environment": {
+                "versions": {"mpi": version}}, "metrics": {**record["metrics"], "elapsed_s": elapsed}})
+    store = tmp_path / "mixed.jsonl"
+    store.write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    built = [t for t in study.build(loading.load(store).records, "native") if t.metric.name == "elapsed_s"]
+    assert sorted({(t.mpi, t.rows[0].cells[2].summary.median) for t in built}) == [
+        ("Open MPI 4.1.4", 20.0), ("Open MPI 5.0.11", 10.0)]
+    shown = vnetbench("report", "--store", store, "--format", "markdown", check=0).stdout
+    assert "MPI Open MPI 4.1.4" in shown and "MPI Open MPI 5.0.11" in shown, shown
+    store.write_text("".join(json.dumps(r) + "\n" for r in mixed[:len(halo)]))
+    assert "MPI Open MPI" not in vnetbench("report", "--store", store, "--format", "markdown", check=0).stdout
