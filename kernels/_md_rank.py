@@ -1,6 +1,7 @@
 """md's rank side: a rank's box and atoms, the staged ghost exchange, migration, and the step loop.
 
-Imported only by ranks (through ``md.run``): it needs MPI and numba.
+Imported only by ranks (through ``md.run``): it needs MPI and numba. The physics it shares with the
+launcher's ``md`` comes from ``_md_physics``, which imports neither.
 """
 
 from dataclasses import dataclass
@@ -9,8 +10,8 @@ from time import perf_counter as clock
 import numpy as np
 
 from . import _md_loops as loops
-from .md import (CORRUPT_SHIFT, ENERGY_DRIFT_BOUND, MOMENTUM_BOUND, box_cells, lattice_constant,
-                 neighbours_within, physics, temperature)
+from ._md_physics import (CORRUPT_SHIFT, ENERGY_DRIFT_BOUND, MOMENTUM_BOUND, box_cells, lattice_constant,
+                          neighbours_within, physics, temperature)
 
 
 class Box:

@@ -8,6 +8,7 @@ import pytest
 
 from vnetbench.errors import UsageError
 from vnetbench.kernels import _md_loops as loops
+from vnetbench.kernels import _md_physics as physics
 from vnetbench.kernels import defaults, md, parse_params
 from vnetbench.kernels._md_rank import Box
 
@@ -32,7 +33,7 @@ def test_two_atoms_force_and_energy_are_analytic_lennard_jones(r):
     sr6 = r ** -6
     energy, magnitude = 4 * sr6 * (sr6 - 1), 24 * sr6 * (2 * sr6 - 1) / r  # by hand, not md's helper
     assert pe == pytest.approx(energy, rel=1e-13, abs=1e-15)
-    assert md.lj_pair(r) == pytest.approx((energy, magnitude), rel=1e-13, abs=1e-15)
+    assert physics.lj_pair(r) == pytest.approx((energy, magnitude), rel=1e-13, abs=1e-15)
     # repulsive (positive magnitude) pushes atom 1 away from atom 0, along the direction
     assert f[1] == pytest.approx(magnitude * direction, rel=1e-12, abs=1e-14)
     assert f[0] == pytest.approx(-f[1], rel=1e-15, abs=1e-15)  # Newton's third law, exactly
@@ -46,7 +47,7 @@ def test_beyond_the_cutoff_there_is_no_force_but_the_pair_stays_listed():
 def test_newton_off_a_ghost_partner_gets_no_force_and_half_the_energy():
     # its owner computes the same pair for its own atom: each side counts half the energy
     f, pe = pair_forces([[0, 0, 0], [1.2, 0, 0]], 1, newton=False)
-    energy, magnitude = md.lj_pair(1.2)
+    energy, magnitude = physics.lj_pair(1.2)
     assert pe == pytest.approx(energy / 2, rel=1e-13)
     assert f[0] == pytest.approx([-magnitude, 0, 0], rel=1e-13) and not f[1].any()
 
@@ -57,7 +58,7 @@ def test_newton_on_one_of_the_two_ranks_keeps_a_ghost_pair(ghost, kept):
     # the owner of the ghost sees this atom as a ghost at minus the offset: exactly one side keeps it
     f, pe = pair_forces([[0, 0, 0], ghost], 1)
     mirrored_f, mirrored_pe = pair_forces([[0, 0, 0], [-c for c in ghost]], 1)
-    energy, _ = md.lj_pair(float(np.linalg.norm(ghost)))
+    energy, _ = physics.lj_pair(float(np.linalg.norm(ghost)))
     assert (pe, mirrored_pe) == ((pytest.approx(energy, rel=1e-13), 0.0) if kept
                                  else (0.0, pytest.approx(energy, rel=1e-13)))
     kept_f = f if kept else mirrored_f
