@@ -229,6 +229,51 @@ def unpack(x, first, count, buf):
 
 
 @jit
+def copy_shifted(x, sendlist, count, axis, shift, first):
+    """A swap with this rank itself (an axis of one box): the listed atoms' positions, shifted by the
+    periodic image, straight into ghost rows ``first:first + count``, as LAMMPS copies them (no message).
+    The same arithmetic as ``pack`` then ``unpack``; the listed atoms lie below ``first``."""
+    for k in range(count):
+        i = sendlist[k]
+        x[first + k, 0] = x[i, 0]
+        x[first + k, 1] = x[i, 1]
+        x[first + k, 2] = x[i, 2]
+        x[first + k, axis] += shift
+
+
+@jit
+def add_ghost_rows(f, sendlist, count, first):
+    """A reverse swap with this rank itself: forces on ghost rows ``first:first + count`` added to the
+    atoms they are images of (``pack_rows`` then ``add_rows`` without the buffer)."""
+    for k in range(count):
+        i = sendlist[k]
+        f[i, 0] += f[first + k, 0]
+        f[i, 1] += f[first + k, 1]
+        f[i, 2] += f[first + k, 2]
+
+
+@jit
+def wrap(x, nlocal, length):
+    """Atoms that left the periodic box back into it, as LAMMPS's Domain::pbc does before atoms migrate
+    (one home for the image arithmetic whatever the rank count); how many moved. A coordinate that the
+    addition rounds up onto the far face goes round again, to the near one."""
+    moved = 0
+    for i in range(nlocal):
+        wrapped = False
+        for d in range(3):
+            if x[i, d] < 0.0:
+                x[i, d] += length[d]
+                wrapped = True
+            if x[i, d] >= length[d]:
+                x[i, d] -= length[d]
+                x[i, d] = max(x[i, d], 0.0)
+                wrapped = True
+        if wrapped:
+            moved += 1
+    return moved
+
+
+@jit
 def pack_rows(f, first, count, buf):
     """Rows ``first:first + count`` of ``f`` (forces on ghosts) into ``buf``."""
     for k in range(count):
@@ -293,5 +338,9 @@ def warm_up() -> None:
     unpack(x, 0, count, buf)
     pack_rows(f, 0, count, buf)
     add_rows(f, out, count, buf)
+    ghosts = np.concatenate((x, x))
+    copy_shifted(ghosts, out, count, 0, 1.0, n)
+    add_ghost_rows(np.concatenate((f, f)), out, count, n)
+    wrap(x.copy(), n, np.full(3, 3.0))
     checksum(buf, count)
     leaving(x, n, 0, 0.0, 3.0)

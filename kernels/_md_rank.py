@@ -2,6 +2,13 @@
 
 Imported only by ranks (through ``md.run``): it needs MPI and numba. The physics it shares with the
 launcher's ``md`` comes from ``_md_physics``, which imports neither.
+
+What crosses MPI is what LAMMPS's CommBrick sends, message for message: per step one Sendrecv per swap
+with another rank for positions, and one back for ghost forces (``--newton on``); a swap with this
+rank itself (an axis the grid does not split) is a copy in memory, as in LAMMPS and miniMD; at a
+rebuild a count then the atoms for each migration and each border swap. A copy costs the same on
+every topology while a message's cost is what a topology changes, so a message too many (or a copy
+sent as one) would move md's overhead away from an MD code's.
 """
 
 from dataclasses import dataclass
@@ -23,13 +30,19 @@ class Box:
         self.cells = np.array(box_cells(params, dims), dtype=np.int64)
         self.a = lattice_constant(params["density"])
         self.length = self.cells * self.a
-        # neighbouring boxes compute a shared face with the same expression, so they agree on
-        # it to the last bit; the outer faces are exactly 0 and L
-        self.lo = np.array([0.0 if c == 0 else L * c / d for L, c, d in zip(self.length, coords, dims)])
-        self.hi = np.array([L if c == d - 1 else L * (c + 1) / d for L, c, d in zip(self.length, coords, dims)])
+        self.lo = np.array([self.bounds(axis, c)[0] for axis, c in enumerate(coords)])
+        self.hi = np.array([self.bounds(axis, c)[1] for axis, c in enumerate(coords)])
         self.cutoff = physics(params)["cutoff"]
         self.reach = self.cutoff + params["skin"]
         self.natoms = 4 * int(self.cells.prod())
+
+    def bounds(self, axis: int, coord: int) -> tuple[float, float]:
+        """[lo, hi) along ``axis`` of the box at grid coordinate ``coord`` (periodic: any integer).
+        Neighbouring boxes compute a shared face with the same expression, so they agree on it to
+        the last bit; the outer faces are exactly 0 and L."""
+        parts, length = self.dims[axis], float(self.length[axis])
+        c = coord % parts
+        return (0.0 if c == 0 else length * c / parts), (length if c == parts - 1 else length * (c + 1) / parts)
 
     def ghost_shift(self, axis: int, side: int) -> float:
         """The periodic image a ghost sent towards ``side`` (-1 down, +1 up) along ``axis`` takes."""
@@ -60,6 +73,7 @@ class Atoms:
 
     def __init__(self, cart, box, params, MPI):
         self.cart, self.box, self.MPI = cart, box, MPI
+        self.me = cart.Get_rank()
         self.dt = params["dt"]
         self.newton = params.get("newton", "on") == "on"
         self.bad = None  # (step, text) of the first message whose checksum did not match
@@ -70,9 +84,10 @@ class Atoms:
         self.f = np.zeros_like(self.x)
         self.swaps: list[Swap] = []
         self.sendbuf, self.recvbuf = np.empty(0), np.empty(0)
+        self.counts = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64)  # a count message, out and in
         self.neigh = np.empty(0, dtype=np.int32)
         self.numneigh = self.start = None
-        self.migrated = self.wrapped = 0  # atoms sent to another box, and those across a periodic edge
+        self.migrated = self.wrapped = 0  # atoms sent to another box, and atoms wrapped into the periodic box
         self.strays = 0  # atoms that arrived outside this box: they moved more than a box between rebuilds
         self.corrupt_at = None  # the step at which this rank corrupts one message (--corrupt-step)
         self._thermalise(params["temperature"])
@@ -94,26 +109,40 @@ class Atoms:
         if self.recvbuf.size < doubles:
             self.recvbuf = np.empty(int(doubles * 1.25) + 64)
 
-    def _exchange(self, count, dest, nrecv, src, tag, step, what):
-        """``sendbuf[:3 count]`` with its checksum to ``dest``; ``recvbuf[:3 nrecv]`` from ``src``,
-        its checksum checked: the exact sum of what was packed, so any changed bit shows."""
-        buf = self.sendbuf[:3 * count + 1]
-        buf[3 * count] = loops.checksum(buf, 3 * count)
-        if step == self.corrupt_at and count and what == "positions":
+    def _exchange(self, values, dest, nrecv, src, tag, step, what):
+        """``sendbuf[:values]`` with its checksum in the same message to ``dest``; ``recvbuf[:nrecv]`` from
+        ``src``, its checksum checked: the exact sum of what was packed, so any changed bit shows."""
+        buf = self.sendbuf[:values + 1]
+        buf[values] = loops.checksum(buf, values)
+        if step == self.corrupt_at and values and what == "positions":
             buf[0] += CORRUPT_SHIFT  # after the checksum, as a fault on the way would be
             self.corrupt_at = None  # one message only
-        into = self.recvbuf[:3 * nrecv + 1]
+        into = self.recvbuf[:nrecv + 1]
         self.cart.Sendrecv([buf, self.MPI.DOUBLE], dest, tag, [into, self.MPI.DOUBLE], src, tag)
         self.checked += 1
-        if into[3 * nrecv] != loops.checksum(into, 3 * nrecv) and self.bad is None:
+        if into[nrecv] != loops.checksum(into, nrecv) and self.bad is None:
             self.bad = (step, f"{what} from rank {src} at step {step}: checksum differs")
         return into
+
+    def _count(self, count, dest, src, tag, step, what) -> int:
+        """``count`` to ``dest`` and the count from ``src`` (LAMMPS's MPI_Sendrecv of one int before a
+        message whose size the receiver must know), with its check value (the bitwise complement)."""
+        out, got = self.counts
+        out[0], out[1] = count, ~count
+        self.cart.Sendrecv([out, self.MPI.INT64_T], dest, tag, [got, self.MPI.INT64_T], src, tag)
+        self.checked += 1
+        if got[1] != ~got[0] and self.bad is None:
+            self.bad = (step, f"{what} count from rank {src} at step {step}: checksum differs")
+        return int(got[0])
 
     def send(self, swap, step):
         """Positions of one swap's atoms to its neighbour, and the neighbour's into our ghost rows."""
         count = swap.sendlist.size
+        if swap.dest == self.me:
+            loops.copy_shifted(self.x, swap.sendlist, count, swap.axis, swap.shift, swap.first)
+            return
         loops.pack(self.x, swap.sendlist, count, swap.axis, swap.shift, self.sendbuf)
-        into = self._exchange(count, swap.dest, swap.nrecv, swap.src, swap.tag, step, "positions")
+        into = self._exchange(3 * count, swap.dest, 3 * swap.nrecv, swap.src, swap.tag, step, "positions")
         loops.unpack(self.x, swap.first, swap.nrecv, into)
 
     def forward(self, step):
@@ -124,42 +153,62 @@ class Atoms:
         """Forces on ghosts back to their owners, the swaps in reverse order (a ghost of a ghost
         hands its force to the ghost it came from, which hands it on)."""
         for swap in reversed(self.swaps):
+            if swap.dest == self.me:
+                loops.add_ghost_rows(self.f, swap.sendlist, swap.sendlist.size, swap.first)
+                continue
             loops.pack_rows(self.f, swap.first, swap.nrecv, self.sendbuf)
-            into = self._exchange(swap.nrecv, swap.src, swap.sendlist.size, swap.dest, 50 + swap.tag, step,
-                                  "ghost forces")
+            into = self._exchange(3 * swap.nrecv, swap.src, 3 * swap.sendlist.size, swap.dest, 50 + swap.tag,
+                                  step, "ghost forces")
             loops.add_rows(self.f, swap.sendlist, swap.sendlist.size, into)
 
-    def migrate(self):
-        """Atoms that left the box go to the neighbour in that direction, axis by axis (an atom
-        that crossed a corner travels in up to three hops); ghosts are dropped."""
-        box, MPI = self.box, self.MPI
+    def migrate(self, step):
+        """Atoms wrapped into the periodic box, then, along each axis the grid splits, those that left the
+        box along it go to the neighbours, as LAMMPS's Comm::exchange sends them: all of them to the
+        lower neighbour (and, with more than two boxes along the axis, to the upper one too), a count
+        first; a receiver keeps those inside its box (an atom that crossed a corner travels in up to
+        three hops). Ghosts are dropped."""
+        box = self.box
         x, v, ids = self.x[:self.nlocal], self.v[:self.nlocal], self.ids[:self.nlocal]
+        self.wrapped += loops.wrap(x, x.shape[0], box.length)
+        coords = box.coords
         for axis in range(3):
-            marks = loops.leaving(x, x.shape[0], axis, box.lo[axis], box.hi[axis])
-            keep = marks == 0
-            parts = [(x[keep], v[keep], ids[keep])]
+            parts = box.dims[axis]
+            if parts == 1:
+                continue  # the box spans the axis: wrapping was all
+            going = loops.leaving(x, x.shape[0], axis, box.lo[axis], box.hi[axis]) != 0
+            keep = ~going
+            count = int(going.sum())
+            self.migrated += count
             below, above = self.shifts[axis]
-            for side, dest, src in ((-1, below, above), (1, above, below)):
-                going = marks == side
-                moving = x[going].copy()
-                shift = box.ghost_shift(axis, side)
-                self.migrated += moving.shape[0]
-                if shift:
-                    self.wrapped += moving.shape[0]
-                    moving[:, axis] += shift
-                    # rounding must not put an atom on the far face of the box, which is outside
-                    np.clip(moving[:, axis], 0.0, np.nextafter(box.length[axis], 0.0), out=moving[:, axis])
-                out = np.concatenate([moving.ravel(), v[going].ravel(), ids[going].astype(np.float64)])
-                tag = 100 + 2 * axis + (side > 0)
-                count = self.cart.sendrecv(int(going.sum()), dest=dest, sendtag=tag, source=src, recvtag=tag)
-                got = np.empty(7 * count)
-                self.cart.Sendrecv([out, MPI.DOUBLE], dest, tag, [got, MPI.DOUBLE], src, tag)
-                gx = got[:3 * count].reshape(count, 3)
-                self.strays += int(((gx[:, axis] < box.lo[axis]) | (gx[:, axis] >= box.hi[axis])).sum())
-                parts.append((gx, got[3 * count:6 * count].reshape(count, 3), got[6 * count:].astype(np.int64)))
-            x = np.concatenate([p[0] for p in parts])
-            v = np.concatenate([p[1] for p in parts])
-            ids = np.concatenate([p[2] for p in parts])
+            # (dest, src, the sender's grid coordinate, tag): to the lower neighbour, from the upper; with
+            # more than two boxes along the axis the other way too
+            routes = [(below, above, coords[axis] + 1, 100 + 2 * axis)]
+            if parts > 2:
+                routes.append((above, below, coords[axis] - 1, 101 + 2 * axis))
+            counts = [self._count(count, dest, src, tag, step, "migrating atoms") for dest, src, _, tag in routes]
+            self._buffers(7 * max(count, *counts) + 1)
+            out = self.sendbuf
+            out[:3 * count] = x[going].ravel()
+            out[3 * count:6 * count] = v[going].ravel()
+            out[6 * count:7 * count] = ids[going]
+            arrived = [(x[keep], v[keep], ids[keep])]
+            for (dest, src, sender, tag), nrecv in zip(routes, counts):
+                got = self._exchange(7 * count, dest, 7 * nrecv, src, tag, step, "migrating atoms")
+                gx = got[:3 * nrecv].reshape(nrecv, 3)
+                mine = (gx[:, axis] >= box.lo[axis]) & (gx[:, axis] < box.hi[axis])
+                if parts > 2:
+                    # the sender's leavers towards its other neighbour come too: theirs, not strays
+                    lo, hi = box.bounds(axis, 2 * sender - coords[axis])
+                    onward = (gx[:, axis] >= lo) & (gx[:, axis] < hi)
+                    self.strays += int((~mine & ~onward).sum())
+                else:
+                    self.strays += int((~mine).sum())
+                # boolean indexing copies: the next exchange reuses the receive buffer
+                arrived.append((gx[mine], got[3 * nrecv:6 * nrecv].reshape(nrecv, 3)[mine],
+                                got[6 * nrecv:7 * nrecv][mine].astype(np.int64)))
+            x = np.concatenate([p[0] for p in arrived])
+            v = np.concatenate([p[1] for p in arrived])
+            ids = np.concatenate([p[2] for p in arrived])
         self.x, self.v, self.ids, self.nlocal = np.ascontiguousarray(x), np.ascontiguousarray(v), ids, x.shape[0]
 
     def borders(self, step):
@@ -178,7 +227,7 @@ class Atoms:
                 else:
                     count = loops.select(x, before, axis, False, box.hi[axis] - box.reach, chosen)
                 tag = 2 * axis + (side > 0)
-                nrecv = self.cart.sendrecv(count, dest=dest, sendtag=tag, source=src, recvtag=tag)
+                nrecv = count if dest == self.me else self._count(count, dest, src, tag, step, "ghost")
                 swap = Swap(axis, dest, src, tag, chosen[:count].copy(), box.ghost_shift(axis, side),
                             x.shape[0], nrecv)
                 x = np.concatenate([x, np.empty((nrecv, 3))])
@@ -249,7 +298,7 @@ def simulate(cart, params, dims, MPI):
         t1 = clock()
         spent["integrate_s"] += t1 - t0
         if step % rebuild == 0:
-            atoms.migrate()
+            atoms.migrate(step)
             atoms.borders(step)
             t2 = clock()
             most_pairs = max(most_pairs, atoms.build())

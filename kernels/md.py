@@ -2,11 +2,15 @@
 
 Atoms start on an fcc lattice at ``--density`` with velocities drawn at ``--temperature``
 (seeded per atom id, so every rank count starts from the same state). Each rank owns a box of
-the MPI Cartesian grid; every step it receives, in six staged swaps (x, then y, then z, as
-miniMD does), the positions of the ghost atoms within cutoff + skin of its box, and (``--newton
-on``, LAMMPS's default) sends the forces its pairs put on those ghosts back to their owners; every
-``--rebuild-every`` steps atoms that left migrate to their new owner, the ghost lists are made
-again and the Verlet lists rebuilt. Every message carries a checksum of its values.
+the process grid LAMMPS would choose for the box (``_md_physics.process_grid``); every step it
+receives, in six staged swaps (x, then y, then z, as LAMMPS and miniMD do), the positions of the
+ghost atoms within cutoff + skin of its box, and (``--newton on``, LAMMPS's default) sends the
+forces its pairs put on those ghosts back to their owners; every ``--rebuild-every`` steps atoms
+are wrapped into the periodic box, those that left go to their new owner, the ghost lists are made
+again and the Verlet lists rebuilt. What goes over MPI is what LAMMPS sends: one Sendrecv per swap
+with another rank (a swap with itself, along an axis of one box, is a copy), counts before
+ghosts and migrating atoms, and along an axis of two boxes one exchange of migrating atoms. Every
+message carries a checksum of its values, in the message itself.
 Velocity-Verlet NVE; kinetic and potential energy are summed with an Allreduce every
 ``--thermo-every`` steps. The compute-to-communication balance
 follows from the physics: the cutoff and density set the work per atom, the box surface the
@@ -21,8 +25,9 @@ from vnetbench.options import float_range, int_range
 
 # the physics both sides use lives in _md_physics: this module (check) and the ranks (_md_rank) import it,
 # and neither imports the other
-from ._md_physics import CORRUPT_SHIFT, SYSTEMS, box_cells, lattice_constant, neighbours_within, physics
-from .halo import grid, process_dims
+from ._md_physics import (CORRUPT_SHIFT, SYSTEMS, box_cells, lattice_constant, neighbours_within, physics,
+                          process_grid)
+from .halo import grid
 
 DESCRIPTION = "Lennard-Jones molecular dynamics: fcc start, Verlet lists, 6-way ghost exchange, migration, NVE"
 MIN_RANKS = 1
@@ -95,7 +100,7 @@ def check(params, ranks):
     corrupt = params["corrupt_step"]
     if corrupt is not None and (not _whole(corrupt) or not 1 <= corrupt <= params["steps"]):
         raise UsageError(f"--corrupt-step: {corrupt!r} is not allowed; use 1 to {params['steps']} (within --steps)")
-    dims = process_dims(ranks)
+    dims = process_grid(params, ranks)
     cells = box_cells(params, dims)
     a = lattice_constant(params["density"])
     reach = cutoff + params["skin"]
@@ -125,7 +130,7 @@ def _bytes_per_rank(params, dims) -> int:
 
 
 def default_timeout(params, ranks):
-    dims = process_dims(ranks)
+    dims = process_grid(params, ranks)
     atoms = 4 * math.prod(box_cells(params, dims))
     reach = physics(params)["cutoff"] + params["skin"]
     pairs = 0.7 * neighbours_within(reach, params["density"])
@@ -149,7 +154,7 @@ def run(comm, params):
     from ._md_rank import simulate
 
     loops.warm_up()  # compile (or load) before anything is timed
-    dims = list(MPI.Compute_dims(comm.Get_size(), 3))
+    dims = process_grid(params, comm.Get_size())
     # no reordering: cart ranks are world ranks, so rank 0 still writes the record
     cart = comm.Create_cart(dims, periods=[True] * 3, reorder=False)
     try:

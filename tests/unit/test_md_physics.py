@@ -1,5 +1,6 @@
 """md's physics without MPI: the pair loop against analytic Lennard-Jones, the lattice, the boxes,
-the STMV preset's numbers and the option checks."""
+the process grid, the periodic wrap and the swaps a rank makes with itself, the STMV preset's numbers
+and the option checks."""
 
 import math
 
@@ -145,3 +146,69 @@ def test_weak_scaling_grows_the_box_with_the_process_grid():
     assert md.box_cells(params, [2, 2, 1]) == (12, 10, 4)
     assert md.box_cells(parse_params("md", ["--cells", "6,5,4"]), [2, 2, 1]) == (6, 5, 4)
     md.check(params, 4)  # each rank's 6x5x4 cells are thick enough on their own
+
+
+@pytest.mark.parametrize("argv, ranks, grid", [
+    ([], 2, [1, 1, 2]),  # LAMMPS on in.lj at 2 ranks: "1 by 1 by 2 MPI processor grid"
+    ([], 4, [1, 2, 2]),
+    ([], 8, [2, 2, 2]),
+    ([], 3, [1, 1, 3]),
+    (["--system", "stmv"], 2, [1, 1, 2]),  # 64x64x65: the long axis is split (less surface)
+    (["--cells", "40,20,20"], 2, [2, 1, 1]),  # a long box is cut across its length, whatever the order
+    (["--cells", "20,80,20"], 4, [1, 4, 1]),  # cubes beat slabs
+    (["--cells", "6,5,4", "--weak"], 2, [2, 1, 1]),  # weak scaling: the balanced grid makes the box
+])
+def test_the_process_grid_is_lammps_least_surface_choice(argv, ranks, grid):
+    params = parse_params("md", argv)
+    assert physics.process_grid(params, ranks) == grid
+    cells = physics.box_cells(params, grid)
+    # no other factorisation has less ghost surface
+    def surface(g):
+        s = [c / p for c, p in zip(cells, g)]
+        return s[0] * s[1] + s[0] * s[2] + s[1] * s[2]
+    assert all(surface(grid) <= surface(g) + 1e-12 for g in physics.factorisations(ranks))
+    assert sorted(physics.factorisations(ranks)) == sorted(
+        (a, b, ranks // a // b) for a in range(1, ranks + 1) for b in range(1, ranks + 1) if ranks % (a * b) == 0)
+
+
+def test_check_refuses_boxes_too_thin_on_the_grid_md_will_use():
+    # 7 cells (11.8 sigma) split in two along z leave 5.9 sigma: fine for 2.8, not for a 6 sigma cutoff
+    md.check(parse_params("md", ["--cells", "7"]), 2)
+    with pytest.raises(UsageError, match="along z"):
+        md.check(parse_params("md", ["--cells", "7", "--cutoff", "6"]), 2)
+
+
+def test_wrap_puts_atoms_back_in_the_box_as_lammps_pbc_does():
+    length = np.array([10.0, 10.0, 10.0])
+    x = np.array([[-0.5, 5.0, 5.0], [10.0, 5.0, 5.0], [3.0, -1e-17, 12.5], [1.0, 2.0, 3.0]])
+    moved = loops.wrap(x, 4, length)
+    assert moved == 3
+    assert x[0].tolist() == [9.5, 5.0, 5.0] and x[1].tolist() == [0.0, 5.0, 5.0]
+    # -1e-17 + 10 rounds to 10.0, the far face: it goes round again, to the near one
+    assert x[2].tolist() == [3.0, 0.0, 2.5] and x[3].tolist() == [1.0, 2.0, 3.0]
+    assert ((x >= 0) & (x < length)).all()
+
+
+def test_a_swap_with_itself_is_the_message_it_replaces_bit_for_bit():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.random((50, 3)) * 7, np.zeros((20, 3))])
+    sendlist = rng.choice(50, 20, replace=False).astype(np.int64)
+    buf = np.empty(60)
+    loops.pack(x, sendlist, 20, 2, -7.123, buf)
+    through = x.copy()
+    loops.unpack(through, 50, 20, buf)
+    loops.copy_shifted(x, sendlist, 20, 2, -7.123, 50)
+    assert np.array_equal(x, through)
+    f = rng.standard_normal((70, 3))
+    loops.pack_rows(f, 50, 20, buf)
+    through = f.copy()
+    loops.add_rows(through, sendlist, 20, buf)
+    loops.add_ghost_rows(f, sendlist, 20, 50)
+    assert np.array_equal(f, through)
+
+
+def test_box_bounds_are_periodic_and_shared_between_neighbours():
+    box = Box(defaults("md") | {"cells": (7, 5, 6)}, [3, 2, 1], [1, 0, 0])
+    assert box.bounds(0, 1) == (box.lo[0], box.hi[0])
+    assert box.bounds(0, -1) == box.bounds(0, 2) and box.bounds(0, 3) == box.bounds(0, 0)
+    assert box.bounds(0, 0)[1] == box.bounds(0, 1)[0] and box.bounds(0, 2)[1] == box.length[0]
