@@ -8,19 +8,22 @@ import signal
 import sys
 
 from . import __version__
+from .commands import COMMANDS
 from .errors import VnetbenchError, interrupt_on_signals
 from .options import ArgumentParser
 
-# command name -> module in vnetbench.commands; each module has register(subparsers)
-COMMANDS = ["run", "sweep", "report", "compare", "topology", "exec", "hosts", "ingest"]
-
 
 def build_parser(only: str | None = None) -> ArgumentParser:
-    """The parser; with ``only``, just that command's (the others' imports cost start-up time)."""
+    """The parser. Every command's own, from its module; with ``only`` (a command's name, or "" for none) that
+    command's alone, the others being names with their line of help: a module's imports cost start-up time, and
+    ``vnetbench --help`` imports none."""
     parser = ArgumentParser(prog="vnetbench", description="MPI benchmarks across VMs, virtual switches and hosts.")
     parser.add_argument("--version", action="version", version=f"vnetbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in [only] if only in COMMANDS else COMMANDS:
+    for name, summary in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=summary, add_help=False)
+            continue
         try:
             module = importlib.import_module(f".commands.{name}", __package__)
         except ModuleNotFoundError as exc:
@@ -31,12 +34,19 @@ def build_parser(only: str | None = None) -> ArgumentParser:
     return parser
 
 
+def chosen(argv: list[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (vnetbench's own options take no
+    value), or None."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # SIGTERM and SIGHUP unwind like Ctrl-C, so every context manager tears down what it brought up
     interrupt_on_signals()
     try:
-        parser = build_parser(argv[0] if argv else None)
+        parser = build_parser(chosen(argv) or "")
         args, extra = parser.parse_known_args(argv)
         if extra and not getattr(args, "takes_extra", False):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -7,18 +7,34 @@ from vnetbench.options import float_range, int_range
 from vnetbench.topologies.base import MAX_RANKS
 
 
+class Shown(str):
+    """A help text made only when help is shown: what it lists may take time to find (backends from entry-point
+    plugins: importlib.metadata reads every installed distribution), which a run should not pay. argparse reads a
+    help text only to strip it and to %-format it."""
+
+    def __new__(cls, make):
+        text = super().__new__(cls, "...")
+        text.make = make
+        return text
+
+    def __mod__(self, params):
+        return self.make() % params
+
+
 def add_topology(parser, *, required: bool = False) -> None:
     """``--topology REF`` or, for real hosts, ``--hostfile FILE`` / ``--inventory FILE`` (the hosts backend's
     refs ``hostfile:FILE`` and ``inventory:FILE``)."""
-    from vnetbench.topologies import base, presets
+    def topology_help():
+        from vnetbench.topologies import base, presets
 
-    refs = [f"{prefix}:" for name, entry in base.entries().items() for prefix in (name, *entry.prefixes)
-            if name != "local"]
+        refs = [f"{prefix}:" for name, entry in base.entries().items() for prefix in (name, *entry.prefixes)
+                if name != "local"]
+        return (f"a preset ({', '.join(presets.PRESETS)}), a topology YAML, a hostfile or inventory, or a backend's "
+                f"ref ({', '.join(refs)}...)" + ("" if required else " (default native: this host, no VMs)"))
+
     where = parser.add_mutually_exclusive_group(required=required)
     where.add_argument("--topology", default=None if required else "native", metavar="NAME|FILE|REF",
-                       help=f"a preset ({', '.join(presets.PRESETS)}), a topology YAML, a hostfile or inventory, or "
-                            f"a backend's ref ({', '.join(refs)}...)" + ("" if required else " (default native: this "
-                                                                            "host, no VMs)"))
+                       help=Shown(topology_help))
     where.add_argument("--hostfile", metavar="FILE", help="real hosts from an Open MPI hostfile (as hostfile:FILE)")
     where.add_argument("--inventory", metavar="FILE",
                        help="real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)")

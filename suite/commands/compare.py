@@ -12,6 +12,8 @@ import sys
 
 from vnetbench.analysis import formats
 
+from . import COMMANDS
+
 
 def percent(text: str) -> float:
     try:
@@ -34,8 +36,7 @@ def probability(text: str) -> float:
 
 
 def register(sub):
-    parser = sub.add_parser("compare", help="compare two stores; exit 1 on a significant regression",
-                            description=__doc__.replace("``", ""))
+    parser = sub.add_parser("compare", help=COMMANDS["compare"], description=__doc__.replace("``", ""))
     parser.add_argument("baseline", metavar="BASELINE", help="store of the reference runs")
     parser.add_argument("current", metavar="CURRENT", help="store of the runs to judge")
     parser.add_argument("--threshold", type=percent, default=5.0, metavar="PCT",

@@ -14,13 +14,13 @@ import sys
 
 from vnetbench.errors import UsageError
 
-from . import common
+from . import COMMANDS, common
 
 
 def register(sub):
     from vnetbench.apps.parsers import PARSERS
 
-    parser = sub.add_parser("exec", help="run any MPI program on a topology", description=__doc__.replace("``", ""))
+    parser = sub.add_parser("exec", help=COMMANDS["exec"], description=__doc__.replace("``", ""))
     common.add_topology(parser, required=True)
     common.add_ranks(parser, required=True)
     common.add_bind(parser)

@@ -14,10 +14,11 @@ from vnetbench.analysis.render import columns
 from vnetbench.options import float_range
 from vnetbench.store import DEFAULT_PATH
 
+from . import COMMANDS
+
 
 def register(sub):
-    parser = sub.add_parser("hosts", help="check real hosts, gather their facts, fetch their results",
-                            description=__doc__.replace("``", ""))
+    parser = sub.add_parser("hosts", help=COMMANDS["hosts"], description=__doc__.replace("``", ""))
     parser.set_defaults(func=lambda args: _usage(parser))
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     check = actions.add_parser("check", help="check the hosts can run vnetbench together (exit 1 if not)",

@@ -4,10 +4,11 @@ import sys
 
 from vnetbench.store import DEFAULT_PATH, Store
 
+from . import COMMANDS
+
 
 def register(sub):
-    parser = sub.add_parser("ingest", help="add records written by a direct mpirun launch to a store",
-                            description=__doc__.replace("``", ""))
+    parser = sub.add_parser("ingest", help=COMMANDS["ingest"], description=__doc__.replace("``", ""))
     parser.add_argument("files", nargs="+", metavar="FILE", help="record files (one JSON record per line)")
     parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
     parser.set_defaults(func=handle)

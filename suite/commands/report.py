@@ -14,10 +14,11 @@ from vnetbench.analysis import formats
 from vnetbench.errors import UsageError
 from vnetbench.store import DEFAULT_PATH
 
+from . import COMMANDS
+
 
 def register(sub):
-    parser = sub.add_parser("report", help="the study's tables from a results store",
-                            description=__doc__.replace("``", ""))
+    parser = sub.add_parser("report", help=COMMANDS["report"], description=__doc__.replace("``", ""))
     parser.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
     parser.add_argument("--baseline", default="native", metavar="TOPOLOGY",
                         help="topology that overhead is measured against (default native)")

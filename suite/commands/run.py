@@ -6,12 +6,11 @@ import sys
 
 from vnetbench import kernels
 
-from . import common
+from . import COMMANDS, common
 
 
 def register(sub):
-    parser = sub.add_parser("run", help="run one kernel (or an application) on a topology",
-                            description=__doc__.replace("``", ""), add_help=False)
+    parser = sub.add_parser("run", help=COMMANDS["run"], description=__doc__.replace("``", ""), add_help=False)
     # optional to argparse, so that 'run --help' is help (exit 0); the workload requires it
     parser.add_argument("kernel", metavar="KERNEL", nargs="?", help=f"one of: {', '.join(kernels.names())}")
     common.add_ranks(parser)

@@ -20,7 +20,7 @@ from vnetbench.errors import UsageError
 from vnetbench.options import int_range
 from vnetbench.topologies.base import MAX_RANKS
 
-from . import common
+from . import COMMANDS, common
 
 
 def name_list(text: str) -> list[str]:
@@ -44,8 +44,7 @@ def rank_list(text: str) -> list[int]:
 def register(sub):
     from vnetbench.studies import STUDIES
 
-    parser = sub.add_parser("sweep", help="run a kernel (or an application) over topologies x rank counts x "
-                                          "repetitions", description=__doc__.replace("``", ""), add_help=False)
+    parser = sub.add_parser("sweep", help=COMMANDS["sweep"], description=__doc__.replace("``", ""), add_help=False)
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
     parser.add_argument("--kernel", metavar="K", help=f"one of: {', '.join(kernels.names())}")
     common.add_app(parser)

@@ -12,10 +12,11 @@ import time
 from vnetbench.analysis.render import columns
 from vnetbench.errors import UsageError
 
+from . import COMMANDS
+
 
 def register(sub):
-    parser = sub.add_parser("topology", help="list, show, bring up and take down topologies",
-                            description=__doc__.replace("``", ""))
+    parser = sub.add_parser("topology", help=COMMANDS["topology"], description=__doc__.replace("``", ""))
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     listing = actions.add_parser("list", help="the presets, and what is up")
     listing.add_argument("--json", action="store_true", help="print JSON")
