@@ -5,12 +5,13 @@ step: relax the owned cells (``--compute`` passes), swap boundary layers with ev
 neighbour through persistent requests, and every ``--reduce-every`` steps sum an energy over
 all ranks. Every ghost value is a stamp ``(step * nranks + sender) * G + global index`` and
 every message is checked against what the receiver derives from geometry alone.
+
+numpy and MPI are imported by the functions that use them: the launcher, report and compare import this
+module for its options and metrics, and must start fast.
 """
 
 import argparse
 import os
-
-import numpy as np
 
 from vnetbench.errors import UsageError
 from vnetbench.options import int_range
@@ -132,8 +133,10 @@ def region_cells(region) -> int:
     return (region[1] - region[0]) * (region[3] - region[2]) * (region[5] - region[4])
 
 
-def expected_indices(offset, origin, size, h, gdims) -> np.ndarray:
+def expected_indices(offset, origin, size, h, gdims) -> "np.ndarray":
     """Global linear indices of the ghost cells from ``offset``, in unpacking order (wrapped)."""
+    import numpy as np
+
     x0, x1, y0, y1, z0, z1 = recv_region(offset, size, h)
     gx = (origin[0] - h + np.arange(x0, x1, dtype=np.int64)) % gdims[0]
     gy = (origin[1] - h + np.arange(y0, y1, dtype=np.int64)) % gdims[1]
@@ -223,6 +226,8 @@ class Layout:
     tests can lay out every rank of a grid in one process."""
 
     def __init__(self, params, dims, coords, rank_of):
+        import numpy as np
+
         h = params["halo_width"]
         self.dims, self.coords, self.h = list(dims), list(coords), h
         self.nranks = dims[0] * dims[1] * dims[2]
@@ -248,6 +253,8 @@ class Layout:
         self._expect()
 
     def _expect(self):
+        import numpy as np
+
         # numpy's uint64 arithmetic wraps mod 2^64 exactly as the unpacking loop's does
         sums, ordered, firsts, lasts = [], [], [], []
         for offset in self.offsets:
@@ -274,6 +281,8 @@ class _Exchange:
     """A rank's block with ghosts, its send and receive buffers, and persistent requests."""
 
     def __init__(self, cart, layout, MPI):
+        import numpy as np
+
         self.field = np.zeros([n + 2 * layout.h for n in layout.size])
         self.sendbuf = np.zeros(layout.buf_offsets[-1])
         self.recvbuf = np.full(layout.buf_offsets[-1], np.nan)  # NaN is never a stamp: nothing stale passes
@@ -292,6 +301,8 @@ class _Exchange:
 def _steps(cart, layout, exchange, params, loops, MPI):
     """Run the time steps: (timestamps per step, elapsed s, first bad message or None, bad sums, energy)."""
     from time import perf_counter as clock
+
+    import numpy as np
 
     steps, passes, every = params["steps"], params["compute"], params["reduce_every"]
     corrupt = params["corrupt_step"] if layout.rank == 0 else None
@@ -336,6 +347,8 @@ def _steps(cart, layout, exchange, params, loops, MPI):
 
 
 def _report(cart, layout, params, stamps, elapsed, failure, bad_reductions, energy, MPI):
+    import numpy as np
+
     steps = stamps.shape[0]
     per_step = np.empty(steps)
     cart.Allreduce(np.ascontiguousarray(stamps[:, 3] - stamps[:, 0]), per_step, op=MPI.MAX)

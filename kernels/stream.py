@@ -1,10 +1,12 @@
-"""McCalpin STREAM (copy, scale, add, triad) on every rank at once; per-rank and summed MB/s."""
+"""McCalpin STREAM (copy, scale, add, triad) on every rank at once; per-rank and summed MB/s.
+
+numpy, numba and MPI are imported by the rank side alone: the launcher, report and compare import this
+module for its options and metrics, and must start fast.
+"""
 
 import math
 import os
 from pathlib import Path
-
-import numpy as np
 
 from vnetbench.errors import UsageError
 from vnetbench.options import int_range
@@ -136,6 +138,7 @@ def expected_values(ntimes: int) -> tuple[float, float, float]:
 
 
 def run(comm, params):
+    import numpy as np
     from mpi4py import MPI
 
     from . import _stream_loops as loops
@@ -171,6 +174,8 @@ def run(comm, params):
 
 
 def _arrays(n, loops):
+    import numpy as np
+
     # np.empty leaves pages untouched, so fill() places them on this rank's NUMA node
     a, b, c = np.empty(n), np.empty(n), np.empty(n)
     loops.fill(a, 1.0)
@@ -183,6 +188,8 @@ def _arrays(n, loops):
 def _timed_loops(comm, a, b, c, ntimes, loops):
     """Seconds per (op, repetition) on this rank; every op starts on all ranks together."""
     from time import perf_counter
+
+    import numpy as np
 
     times = np.zeros((len(OPS), ntimes))
     barrier = comm.Barrier

@@ -20,8 +20,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import filelock
-
 from vnetbench.topologies.files import MAX_LINE, bounded_lines, open_regular
 
 from .errors import StoreError, UsageError
@@ -137,6 +135,8 @@ class Store:
             if exc.errno not in NO_FLOCK:
                 raise
             why = exc.strerror
+        import filelock  # here: only file systems without flock need it, and its import costs every run start
+
         lock = filelock.SoftFileLock(self.lock_path, timeout=LOCK_FILE_WAIT_S)
         try:
             lock.acquire()

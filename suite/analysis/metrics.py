@@ -7,6 +7,7 @@ gets the generic reading: its top-level numbers, direction unknown.
 """
 
 import math
+import sys
 
 from ..kernels import KERNELS, find
 from ..kernels.contract import Metric
@@ -26,17 +27,21 @@ def workload(kernel: str):
     """The module declaring ``kernel``'s metrics, or None for a kernel this vnetbench lacks."""
     module = find(kernel) if isinstance(kernel, str) else None
     if module is None and isinstance(kernel, str):
-        from ..apps.workload import known  # an application seen in a record
-
-        module = known(kernel)
+        # an application seen in a record: ``_of`` imported the applications' package for it
+        seen = sys.modules.get(f"{__package__.rpartition('.')[0]}.apps.workload")
+        module = seen.known(kernel) if seen is not None else None
     return module if module is not None and hasattr(module, "metrics") else None
 
 
 def _of(record: dict):
     """The workload of a record: an application's from its own declaration, else its kernel's."""
-    from ..apps.workload import of_record
+    if isinstance(record.get("app"), dict):  # only then: the applications' package costs start-up time
+        from ..apps.workload import of_record
 
-    return of_record(record) or workload(record.get("kernel"))
+        found = of_record(record)
+        if found is not None:
+            return found
+    return workload(record.get("kernel"))
 
 
 def order(kernel: str) -> tuple[int, str]:
