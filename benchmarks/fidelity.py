@@ -80,16 +80,16 @@ def pingpong(up, size: int, repeat: int, quiet: float, **options) -> list[dict]:
 
 
 def bring_up_and_down(repeat: int, quiet: float) -> list[dict]:
-    from vnetbench.topologies import netns
+    from vnetbench.topologies.netns import life
 
     topology = private("4vm-4vswitch")
     samples = []
     for _ in range(repeat):
         wait_quiet(quiet)
         start = time.perf_counter()
-        _, created = netns.up(topology, persistent=True)
+        _, created = life.up(topology, persistent=True)
         up = time.perf_counter()
-        netns.down(topology.id)
+        life.down(topology.id)
         down = time.perf_counter()
         if not created:
             raise RuntimeError(f"{topology.name} was already up")

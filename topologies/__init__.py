@@ -10,8 +10,9 @@
 - ``backend(name)``: the class of a registered backend (the interface and how to add one: ``base``);
 - ``PRESETS``: the study's six configurations by name.
 
-The spec model (pydantic) is imported on first use: the launch agent imports this package once per VM and
-per run, and a run on ``native`` needs none of it.
+Every form reaches a backend through the registry (``base``); nothing here names one. The spec model
+(pydantic) is imported on first use: the launch agent imports this package once per VM and per run, and a
+run on ``native`` needs none of it (the local backend's ``from_preset``).
 """
 
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from vnetbench.errors import SpecError, UsageError
 
-from .base import Backend, LaunchSpec, Realised, backend, names, register
+from .base import Backend, LaunchSpec, Realised, backend, default_backend, names, ref_prefixes, register
 from .intent import Intent
 
 _PREFIX = re.compile(r"([a-z][a-z0-9_-]{1,31}):(.*)", re.S)
@@ -29,11 +30,11 @@ SNIFF_BYTES = 1 << 20
 
 def load(ref: str, what: str = "--topology"):
     """The topology ``ref`` names (see the module's docstring); ``what`` names where it was typed."""
-    if ref == "native":  # the preset, without the spec model
-        from .local import NativeTopology
-        from .presets import PRESETS
+    from .presets import PRESETS
 
-        return NativeTopology(PRESETS["native"])
+    if ref in PRESETS:  # before any file: a preset's name is never a path to look at
+        data = PRESETS[ref]
+        return backend(data["backend"]).from_preset(ref, data)
     prefixed = _PREFIX.fullmatch(ref)
     if prefixed and not Path(ref).exists():
         from .base import prefix_owner
@@ -43,11 +44,6 @@ def load(ref: str, what: str = "--topology"):
             raise UsageError(f"{what}: {ref!r}: no backend owns refs '{prefixed[1]}:...'; backends: "
                              f"{', '.join(names())}")
         return backend(owner, what).load(ref, what)
-    from .presets import PRESETS
-
-    if ref in PRESETS:
-        data = PRESETS[ref]
-        return backend(data["backend"]).from_data(data, f"preset {ref}", None)
     path = Path(ref)
     if not path.is_file():
         if path.exists():
@@ -55,7 +51,7 @@ def load(ref: str, what: str = "--topology"):
         if "/" in ref or ref.endswith((".yaml", ".yml")):
             raise UsageError(f"{what}: no such file: {ref}")
         raise UsageError(f"{what}: unknown topology {ref!r}; choose a preset ({', '.join(PRESETS)}), a YAML file "
-                         f"or BACKEND:REF ({', '.join(f'{n}:' for n in names() if n != 'local')})")
+                         f"or BACKEND:REF ({', '.join(f'{prefix}:' for prefix in ref_prefixes())})")
     return load_file(path, what)
 
 
@@ -79,9 +75,7 @@ def load_file(path: Path, what: str = "--topology"):
         from .spec import from_dict
 
         return from_dict(data, source=str(path), lines=lines)  # the spec model's own error for a non-mapping
-    from .base import DEFAULT_VM_BACKEND
-
-    chosen = data.get("backend", DEFAULT_VM_BACKEND if data.get("vms") else "local")
+    chosen = data.get("backend", default_backend(data))
     if not isinstance(chosen, str) or chosen not in names():
         from .spec import from_dict
 

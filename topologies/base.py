@@ -6,7 +6,8 @@ Its class methods are its life outside a run, its instances are topologies it re
 
 - refs: ``load(ref)`` for ``NAME:REST`` (and the extra prefixes of its registry line, e.g. the hosts
   backend's ``hostfile:``), ``claims(path, text)`` for files that are not topology YAML (hostfiles,
-  inventories), ``from_data(data, source, lines)`` for YAML topologies saying ``backend: NAME``;
+  inventories), ``from_data(data, source, lines)`` for YAML topologies saying ``backend: NAME`` (the default
+  refuses them: a backend that reads YAML says with which model), ``from_preset(name, data)`` for presets;
 - before bring-up (on the loaded topology): ``preflight``, ``planned_bind``, ``cannot_place``,
   ``check_launcher``, ``preview`` and ``show`` (``topology show``);
 - its life: ``realise`` (bring up or attach; a context manager), ``up``/``down`` (``topology up|down``:
@@ -25,36 +26,43 @@ A backend imports nothing above ``vnetbench.topologies`` but the data-layer modu
 command, a workload's request) and never imports the runtime.
 
 Out-of-tree backends register through the ``vnetbench.backends`` entry-point group (name = backend name,
-value = module), found the first time a name is not in ``BACKENDS``.
+value = its module, or ``module:attribute``), found the first time a name is not in ``BACKENDS``: such a
+backend is its package and its distribution's entry point, and no vnetbench file names it.
+
+This module imports no spec model: the models (spec.py, a backend's own) stand above the registry.
 """
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
-from vnetbench.errors import UsageError
+from vnetbench.errors import SpecError, UsageError
 
 from .intent import Intent, prrte_args
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A backend's registry line: its module (under ``vnetbench.topologies``, or absolute for a plugin)
-    and the ref prefixes it owns besides ``NAME:``."""
+    """A backend's registry line: its module (under ``vnetbench.topologies``, or absolute for a plugin), the
+    ref prefixes it owns besides ``NAME:``, and whether ``NAME:REST`` is a ref it loads (``refs``; False for a
+    backend whose topologies are presets and YAML files only: it is then left out of the refs offered)."""
 
     module: str
     prefixes: tuple[str, ...] = ()
+    refs: bool = True
 
 
 # name -> where its backend lives; the order is the order of listings (topology status, cleanup)
 BACKENDS = {
-    "local": Entry("local"),
-    "netns": Entry("netns"),
+    "local": Entry("local", refs=False),
+    "netns": Entry("netns", refs=False),
     "hosts": Entry("hosts", prefixes=("hostfile", "inventory")),
     "slurm": Entry("slurm"),
 }
-# the backend of a topology spec that has VMs and names none (``vms: emulated`` in the CLI's words)
+# the backend of a topology spec that names none: with VMs the default VM backend (``vms: emulated`` in the
+# CLI's words), without VMs this host's
 DEFAULT_VM_BACKEND = "netns"
+DEFAULT_HOST_BACKEND = "local"
 # the most ranks any backend starts, and what --ranks allows
 MAX_RANKS = 4096
 PLUGIN_GROUP = "vnetbench.backends"
@@ -177,10 +185,18 @@ class Backend(ABC):
 
     @classmethod
     def from_data(cls, data: dict, source: str, lines=None):
-        """A YAML topology (already parsed; ``lines`` locate its fields) whose ``backend:`` is this one."""
-        from .spec import from_dict
+        """A YAML topology (already parsed; ``lines`` locate its fields) whose ``backend:`` is this one.
 
-        return from_dict(data, source=source, lines=lines)
+        The default refuses: a backend that reads YAML topologies says with which model (the VM topology model:
+        ``spec.from_dict(data, source, lines)``; VMs sized for this host: ``sizing.fit``; a model of its own)."""
+        hint = f"a ref {cls.backend}:..." if entries().get(cls.backend, Entry("")).refs else "a preset"
+        raise SpecError(f"{source}: backend: the {cls.backend} backend reads no YAML topology; use {hint}")
+
+    @classmethod
+    def from_preset(cls, name: str, data: dict):
+        """The preset ``name`` of presets.py (``data``: its spec, written by vnetbench). The default reads it as
+        any YAML topology of this backend; a backend may spare a preset that has nothing to check its model."""
+        return cls.from_data(data, f"preset {name}", None)
 
     # ---- before bring-up (on the loaded topology) ----------------------------------------
 
@@ -335,7 +351,9 @@ def _plugins() -> dict[str, Entry]:
     if _PLUGINS is None:
         from importlib.metadata import entry_points
 
-        _PLUGINS = {ep.name: Entry(ep.value) for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in BACKENDS}
+        # ``ep.module``: the value may be ``module`` or the usual ``module:attribute``; registering is the module's
+        # @register, so only the module is imported
+        _PLUGINS = {ep.name: Entry(ep.module) for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in BACKENDS}
     return _PLUGINS
 
 
@@ -346,6 +364,17 @@ def entries(with_plugins: bool = True) -> dict[str, Entry]:
 
 def names() -> tuple[str, ...]:
     return tuple(entries())
+
+
+def ref_prefixes(with_plugins: bool = True) -> list[str]:
+    """Every ``PREFIX`` of a ref ``PREFIX:REST`` that a backend loads, in registry order."""
+    return [prefix for name, entry in entries(with_plugins).items()
+            for prefix in ((name,) if entry.refs else ()) + entry.prefixes]
+
+
+def default_backend(data) -> str:
+    """The backend of a YAML topology (``data``, as parsed) that names none."""
+    return DEFAULT_VM_BACKEND if isinstance(data, dict) and data.get("vms") else DEFAULT_HOST_BACKEND
 
 
 def prefix_owner(prefix: str) -> str | None:
@@ -365,7 +394,14 @@ def backend(name: str, what: str = "backend") -> type[Backend]:
             raise UsageError(f"{what}: {name!r} is not available in this vnetbench; available: {', '.join(names())}")
         import importlib
 
-        importlib.import_module(entry.module if name not in BACKENDS else f"{__package__}.{entry.module}")
+        module = entry.module if name not in BACKENDS else f"{__package__}.{entry.module}"
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:  # a plugin whose distribution is broken or half removed: say which
+            if name in BACKENDS:
+                raise
+            raise UsageError(f"{what}: {name!r}: its module {module} (entry point group {PLUGIN_GROUP}) does not "
+                             f"import: {exc}") from None
         if name not in _CLASSES:
             raise UsageError(f"{what}: {name!r}: module {entry.module} registers no backend of that name")
     return _CLASSES[name]

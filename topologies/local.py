@@ -1,7 +1,7 @@
 """The local backend: this host itself, no VMs, every rank under the local mpirun (the ``native`` preset).
 
-A YAML topology without VMs is this backend's too (``backend: local``, or no ``vms``); ``native`` skips the
-spec model (``NativeTopology``).
+A YAML topology without VMs is this backend's too (``backend: local``, or no ``vms``); its presets
+(``native``) skip the spec model (``from_preset``: ``NativeTopology``).
 """
 
 from vnetbench.errors import SpecError, UsageError
@@ -13,19 +13,23 @@ from .intent import Intent, one_host_transport
 
 
 class NativeTopology:
-    """The ``native`` preset without the spec model: importing pydantic would cost every
+    """A preset of this host (``native``) without the spec model: importing pydantic would cost every
     ``vnetbench run`` a quarter of a second, for a topology that has nothing to validate."""
+
+    FIELDS = ("name", "description", "backend", "placement")
 
     backend = "local"
     vms = switches = hosts = ()
     scaled: dict = {}
 
     def __init__(self, preset: dict):
-        self._data = {"version": 1, **{key: preset[key] for key in ("name", "description", "backend")},
-                      "placement": preset.get("placement", "block")}
         self.name = preset["name"]
-        self.description = preset["description"]
+        self.description = preset.get("description", "")
         self.source = f"preset {self.name}"
+        # as the model's to_dict gives it: an empty description left out
+        self._data = {"version": 1, "name": self.name, **({"description": self.description} if self.description
+                                                            else {}),
+                      "backend": self.backend, "placement": preset.get("placement", "block")}
 
     def to_dict(self) -> dict:
         return dict(self._data)
@@ -51,6 +55,14 @@ class LocalRealised(Realised):
         if problems:
             raise SpecError(report(source, lines, problems))
         return topology
+
+    @classmethod
+    def from_preset(cls, name: str, data: dict):
+        """A preset of this host: vnetbench wrote it and it holds nothing the model would check (a preset with
+        more than NativeTopology's fields goes through ``from_data``)."""
+        if set(data) <= set(NativeTopology.FIELDS):
+            return NativeTopology(data)
+        return cls.from_data(data, f"preset {name}")
 
     @classmethod
     def up(cls, topology) -> list[str]:

@@ -164,7 +164,7 @@ class Topology(Spec):
     @classmethod
     def _default_backend(cls, data):
         if isinstance(data, dict) and "backend" not in data:
-            data = {**data, "backend": base.DEFAULT_VM_BACKEND if data.get("vms") else "local"}
+            data = {**data, "backend": base.default_backend(data)}
         return data
 
     @property
@@ -254,8 +254,7 @@ def load_file(path: Path, host: HostFacts | None = None):
 
 
 def _through_backend(data, source: str, lines, host: HostFacts | None):
-    chosen = data.get("backend", base.DEFAULT_VM_BACKEND if data.get("vms") else "local") \
-        if isinstance(data, dict) else None
+    chosen = data.get("backend", base.default_backend(data)) if isinstance(data, dict) else None
     if not isinstance(chosen, str) or chosen not in base.names():
         return from_dict(data, source, lines)  # the model's own error: not a mapping, an unknown backend
     return base.backend(chosen).from_data(data, source, lines, **({"host": host} if host is not None else {}))

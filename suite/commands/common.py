@@ -27,8 +27,7 @@ def add_topology(parser, *, required: bool = False) -> None:
     def topology_help():
         from vnetbench.topologies import base, presets
 
-        refs = [f"{prefix}:" for name, entry in base.entries().items() for prefix in (name, *entry.prefixes)
-                if name != "local"]
+        refs = [f"{prefix}:" for prefix in base.ref_prefixes()]
         return (f"a preset ({', '.join(presets.PRESETS)}), a topology YAML, a hostfile or inventory, or a backend's "
                 f"ref ({', '.join(refs)}...)" + ("" if required else " (default native: this host, no VMs)"))
 

@@ -47,6 +47,8 @@ def register(sub):
 
 def _common(parser, slurm: bool = False):
     source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--topology", metavar="REF", help="the hosts of any topology whose backend has hosts of its "
+                                                          "own, as --topology of run takes it (e.g. slurm:PARTITION)")
     if slurm:
         source.add_argument("--slurm", metavar="PARTITION",
                             help="the nodes of a Slurm partition, through srun (the ref slurm:PARTITION)")
@@ -66,13 +68,16 @@ def _usage(parser) -> int:
 
 
 def load(args):
-    """The topology the options name, through the one loader: ``--inventory F`` is the ref ``inventory:F#all``
-    (every host; ``--group G``: ``inventory:F#G``), ``--hostfile F`` ``hostfile:F``, ``--slurm P`` ``slurm:P``."""
+    """The topology the options name, through the one loader: ``--topology REF`` as it is, ``--inventory F`` the
+    ref ``inventory:F#all`` (every host; ``--group G``: ``inventory:F#G``), ``--hostfile F`` ``hostfile:F``,
+    ``--slurm P`` ``slurm:P``."""
     from vnetbench import topologies
     from vnetbench.errors import UsageError
 
     if args.group and not args.inventory:
         raise UsageError("--group: only with --inventory")
+    if args.topology:
+        return topologies.load(args.topology, what="--topology")
     if getattr(args, "slurm", None):
         return topologies.load(f"slurm:{args.slurm}", what="--slurm")
     if args.inventory:

@@ -538,7 +538,7 @@ def vms(clean_host, tmp_path):
 
 
 def agent(host: str, command: str = "echo entered") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vnetbench.topologies.agent", "-x", host, command],
+    return subprocess.run([sys.executable, "-m", "vnetbench.topologies.netns.agent", "-x", host, command],
                           capture_output=True, text=True, timeout=30)
 
 

@@ -33,17 +33,15 @@ def hosts():
 
 
 def test_hello_on_two_hosts(flavour, hello_of, hosts):
-    from vnetbench import flavours, jobs, launch, mpiselect
+    from vnetbench import flavours, jobs, launch, mpiselect, topologies
     from vnetbench.records import new_run_id
-    from vnetbench.topologies.hosts import HostsRealised
-    from vnetbench.topologies.inventory import load_hosts
 
     hello = hello_of(flavour)
     launcher = mpiselect.find("openmpi") if flavour == "openmpi5" else flavours.detect(LAUNCHERS[flavour])
     assert launcher.name == flavour
     inventory = hosts.write_inventory(hosts.dir / f"inventory-{flavour}.yml", {"compute": ["h0", "h1"]},
                                       all_vars={"vnetbench_venv": sys.prefix})
-    with HostsRealised(load_hosts(inventory=inventory)) as up:
+    with topologies.realise(topologies.load(f"inventory:{inventory}")) as up:
         spec = up.launch(2, "none")
         argv = launch.mpirun_argv(spec, [hello], launcher)
         with jobs.Job(new_run_id()) as job:
@@ -69,14 +67,12 @@ def _check(hosts, venv: str, *extra) -> tuple[int, list[dict], str]:
 
 def allreduce_on_hosts(hosts, mpi: str, name: str) -> dict:
     """One allreduce of 2 ranks on h0 and h1 with ``--mpi mpi``: its record."""
-    from vnetbench import runner
-    from vnetbench.topologies.hosts import HostsRealised
-    from vnetbench.topologies.inventory import load_hosts
+    from vnetbench import runner, topologies
 
     inventory = hosts.write_inventory(hosts.dir / f"inventory-{name}.yml", {"compute": ["h0", "h1"]},
                                       all_vars={"vnetbench_venv": sys.prefix})
     params = {"max_size": 4096, "iterations": 10, "large_iterations": 3}
-    with HostsRealised(load_hosts(inventory=inventory)) as up:
+    with topologies.realise(topologies.load(f"inventory:{inventory}")) as up:
         (record,) = runner.run_kernel("allreduce", params, 2, bind="none", timeout=90, realised=up, mpi=mpi)
     return record
 

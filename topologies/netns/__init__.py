@@ -196,18 +196,3 @@ def _one_host(topology) -> list[tuple[tuple, str]]:
         return [(("hosts",), "the netns backend emulates VMs on this one host; declare at most one host")]
     return []
 
-
-# the functions scripts and tests call by their old names (``netns.up``, ``netns.down``, ...)
-_PUBLIC = {"up": "life", "down": "life", "take_down": "life", "cleanup": "life", "preflight": "life",
-           "teardown": "life", "preview": "view", "show": "view", "describe_state": "view"}
-
-
-def __getattr__(name):
-    if name in _PUBLIC:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["NetnsBackend", *_PUBLIC]
