@@ -66,3 +66,27 @@ def kernel_processes() -> list[str]:
 @pytest.fixture
 def store(tmp_path) -> Path:
     return tmp_path / "results.jsonl"
+
+
+# ---- tiers: a test's folder under tests/ is its tier, and its tier is its marker ------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+
+def declared_tiers(config) -> set[str]:
+    """The markers setup.cfg declares (one per tier folder: tests/unit/test_tiers.py checks they agree)."""
+    return {line.split(":", 1)[0].strip() for line in config.getini("markers")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its folder's tier, so that ``pytest -m slurm`` is tests/slurm and nothing else; a test
+    says its tier by where it lives, never by a decorator."""
+    tiers = declared_tiers(config)
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue  # a test file given from outside tests/
+        if folder in tiers:
+            item.add_marker(folder)

@@ -9,7 +9,7 @@ import pytest
 from apps.conftest import app_file, leftovers, requires_lammps
 from conftest import requires_mpi, vnetbench
 
-pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(120)]
+pytestmark = [requires_mpi, pytest.mark.timeout(120)]
 
 EARLIER = '{"an earlier line": "must stay as it is"}\n'
 

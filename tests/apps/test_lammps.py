@@ -10,7 +10,7 @@ from apps.conftest import leftovers, requires_lammps
 from conftest import json_lines, requires_mpi, vnetbench
 from emulation.conftest import host_unchanged, requires_netns  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.mpi, requires_mpi, requires_lammps, pytest.mark.timeout(120)]
+pytestmark = [requires_mpi, requires_lammps, pytest.mark.timeout(120)]
 
 
 def records_of(store) -> list[dict]:
@@ -42,7 +42,6 @@ def test_run_app_records_lammps_metrics_placement_and_provenance(lj_app, store):
     assert not leftovers(lj_app.parent)
 
 
-@pytest.mark.emulation
 @requires_netns
 def test_sweep_native_and_a_vm_topology_then_report_and_compare_without_the_yaml(lj_app, store, host_unchanged):
     host_unchanged("2vm-2vswitch")

@@ -16,7 +16,7 @@ from vnetbench.topologies.files import MAX_LINE
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from store_memory import own_peak  # noqa: E402
 
-pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(240)]
+pytestmark = [requires_mpi, pytest.mark.timeout(240)]
 
 # characters in one line, just over the limit: mpirun's own forwarding of one long line takes time that grows
 # with its square (a 16 MiB line: 70 s here)

@@ -20,7 +20,7 @@ from harness.ansible_run import Ansible, vnetbench_wheelhouse
 from vnetbench import topologies
 from vnetbench.store import Store
 
-pytestmark = [pytest.mark.deploy, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 GROUPS = {"head": ["h0"], "compute": ["h1", "h2"], "switch_sw1": ["h1"], "switch_sw2": ["h2"]}
 TINY_PINGPONG = ["--max-size", "1024", "--iterations", "50", "--large-iterations", "10", "--bw-iterations", "5",

@@ -7,7 +7,7 @@ import pytest
 
 from harness.ansible_run import ANSIBLE_DIR, ansible_tool
 
-pytestmark = [pytest.mark.deploy, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_the_playbooks_and_roles_pass_ansible_lint_at_the_production_profile(tmp_path):

@@ -18,7 +18,7 @@ from vnetbench import runner, topologies
 from vnetbench.hostfacts import environment_path
 from vnetbench.store import Store
 
-pytestmark = [pytest.mark.deploy, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 GROUPS = {"head": ["h0"], "compute": ["h1", "h2"], "switch_sw1": ["h1"], "switch_sw2": ["h2"]}
 TINY_PINGPONG = {"max_size": 1024, "iterations": 50, "large_iterations": 10, "bw_iterations": 5, "validate": True}

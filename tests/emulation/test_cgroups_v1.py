@@ -10,7 +10,7 @@ import pytest
 from conftest import vnetbench
 from emulation.conftest import requires_netns, snapshot
 
-pytestmark = [pytest.mark.emulation, requires_netns, pytest.mark.timeout(240)]
+pytestmark = [requires_netns, pytest.mark.timeout(240)]
 
 
 def _v1_host():

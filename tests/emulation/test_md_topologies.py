@@ -13,7 +13,7 @@ import pytest
 from conftest import requires_mpi, vnetbench
 from emulation.conftest import requires_netns
 
-pytestmark = [pytest.mark.emulation, requires_netns, requires_mpi, pytest.mark.timeout(240)]
+pytestmark = [requires_netns, requires_mpi, pytest.mark.timeout(240)]
 
 SMALL = ["--cells", "8", "--steps", "40", "--rebuild-every", "10", "--thermo-every", "20"]
 AGREE = 1e-10  # measured 1e-13 between rank counts: only the order of sums differs

@@ -16,7 +16,7 @@ import pytest
 from conftest import json_lines, requires_mpi, vnetbench
 from emulation.conftest import requires_netns, snapshot
 
-pytestmark = [pytest.mark.emulation, requires_netns, pytest.mark.timeout(240)]
+pytestmark = [requires_netns, pytest.mark.timeout(240)]
 
 
 def state_of(name: str) -> dict:

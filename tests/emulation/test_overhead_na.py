@@ -12,7 +12,7 @@ import pytest
 from conftest import requires_mpi, vnetbench
 from emulation.conftest import requires_netns
 
-pytestmark = [pytest.mark.emulation, requires_netns, requires_mpi, pytest.mark.timeout(180)]
+pytestmark = [requires_netns, requires_mpi, pytest.mark.timeout(180)]
 
 SMALL = ["--global", "16,16,16", "--steps", "5"]
 

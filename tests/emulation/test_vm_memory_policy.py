@@ -6,7 +6,7 @@ from conftest import json_lines, requires_mpi, vnetbench
 from emulation.conftest import requires_netns
 from vnetbench.kernels.numa import NodeMap
 
-pytestmark = [pytest.mark.emulation, requires_netns, requires_mpi, pytest.mark.timeout(180)]
+pytestmark = [requires_netns, requires_mpi, pytest.mark.timeout(180)]
 
 SPEC = """\
 version: 1

@@ -21,7 +21,6 @@ import pytest
 from emulation.conftest import WHY_NOT, requires_netns  # noqa: F401 (re-exported for the tests)
 from harness import hoststate
 
-pytestmark = pytest.mark.faults
 
 
 @pytest.fixture

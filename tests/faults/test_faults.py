@@ -21,7 +21,7 @@ import pytest
 from faults.conftest import finish, records, requires_netns, start, wait_for
 from harness import hoststate
 
-pytestmark = [pytest.mark.faults, requires_netns]
+pytestmark = requires_netns
 
 JOBS = Path("/run/vnetbench/jobs")
 HALO = ["--kernel", "halo", "--global", "40,40,40"]

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.faults
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CORPUS = DATA / "hostile"

@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 
-pytestmark = [pytest.mark.guest, pytest.mark.timeout(660)]
+pytestmark = pytest.mark.timeout(660)
 
 DELAY_MS = 20  # confined.yaml: vswitch1's uplink, each way
 

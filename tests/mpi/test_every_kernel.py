@@ -12,7 +12,7 @@ from conftest import json_lines, requires_mpi, vnetbench
 from vnetbench import kernels
 from vnetbench.analysis import metrics
 
-pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(120)]
+pytestmark = [requires_mpi, pytest.mark.timeout(120)]
 
 FORMATS = ("table", "markdown", "csv", "json")
 

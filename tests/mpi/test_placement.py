@@ -7,7 +7,7 @@ import pytest
 from conftest import json_lines, requires_mpi, vnetbench
 from vnetbench.kernels.numa import NodeMap
 
-pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(120)]
+pytestmark = [requires_mpi, pytest.mark.timeout(120)]
 
 TINY = ["--max-size", "64", "--iterations", "20"]
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import json_lines, mpi_env, mpirun_path, requires_mpi, vnetbench
 
-pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(180)]
+pytestmark = [requires_mpi, pytest.mark.timeout(180)]
 
 TINY_PINGPONG = ["--max-size", "1024", "--iterations", "50", "--large-iterations", "10", "--bw-iterations", "5",
                  "--validate"]

@@ -7,7 +7,7 @@ import pytest
 from conftest import requires_mpi, vnetbench
 from vnetbench import kernels
 
-pytestmark = [pytest.mark.mpi, requires_mpi, pytest.mark.timeout(120)]
+pytestmark = [requires_mpi, pytest.mark.timeout(120)]
 
 ROW = re.compile(r"^(\d+) *( +\d+\.\d\d)+( +\d+)?$")
 

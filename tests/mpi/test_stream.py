@@ -4,7 +4,7 @@ import pytest
 
 from conftest import direct_launch, requires_mpi
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.mpi, requires_mpi]
+pytestmark = [pytest.mark.timeout(120), requires_mpi]
 
 
 def run_kernel(ranks, args, tmp_path):

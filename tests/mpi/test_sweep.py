@@ -15,7 +15,7 @@ from vnetbench import studies
 from vnetbench.analysis import records
 from vnetbench.mpi import usable_cpus
 
-pytestmark = [pytest.mark.mpi, requires_mpi]
+pytestmark = requires_mpi
 
 TINY_ALLREDUCE = ["--max-size", "1024", "--iterations", "20", "--large-iterations", "5"]
 

@@ -14,7 +14,7 @@ from harness.sshd_hosts import SshdHosts, missing_requirements
 
 from .conftest import LIBRARY_FILE, launcher_of
 
-pytestmark = [pytest.mark.deploy, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 LAUNCHERS = {"openmpi5": None, "openmpi4": "/usr/bin/mpirun.openmpi", "mpich": "/usr/bin/mpiexec.mpich"}
 

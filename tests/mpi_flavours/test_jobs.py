@@ -102,7 +102,6 @@ def two_vms():
         assert after == before, "the host changed"
 
 
-@pytest.mark.emulation
 @pytest.mark.timeout(120)
 def test_hello_in_two_vms(flavour, hello_of, two_vms):
     hello = hello_of(flavour)
@@ -114,7 +113,6 @@ def test_hello_in_two_vms(flavour, hello_of, two_vms):
         assert ranks_said(proc.stdout) == [(0, 2, VMS[0]), (1, 2, VMS[1])], (choice, proc.stdout)
 
 
-@pytest.mark.emulation
 @pytest.mark.timeout(240)
 def test_every_kernel_in_two_vms(flavour, two_vms, tmp_path):
     launcher = launcher_of(flavour)
@@ -130,7 +128,6 @@ def test_every_kernel_in_two_vms(flavour, two_vms, tmp_path):
         assert_names_its_library(record, flavour, launcher)
 
 
-@pytest.mark.emulation
 @pytest.mark.timeout(120)
 def test_a_library_that_is_not_the_one_named_fails_the_run_in_two_vms(flavour, wrong_install, two_vms, tmp_path):
     launcher = wrong_install(flavour)

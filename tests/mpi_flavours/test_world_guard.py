@@ -13,7 +13,7 @@ import pytest
 
 from .conftest import LAUNCHERS_OF, LIBRARY, cli
 
-pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 PATTERN = re.compile(r"the program's ranks saw a world of 1, not 2: were they started by a launcher of another "
                      r"MPI\? \(launcher: Open MPI 5\.[0-9.]+; ranks loaded MPICH [0-9.]+\)")

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import json_lines, requires_mpi, vnetbench
 from vnetbench.kernels.counters import EVENTS, Counters, scale
 
 HAS_PMU = Path("/sys/bus/event_source/devices/cpu").exists()
@@ -65,19 +64,3 @@ def test_hardware_groups_multiplexed_are_scaled_up():
             assert value >= r["raw"][name]
             if r["ratio"][name] < 1.0:
                 assert value > r["raw"][name]
-
-
-@requires_mpi
-@pytest.mark.timeout(120)
-def test_run_counters_record_raw_ratio_and_scaled(store):
-    proc = vnetbench("run", "allreduce", "--ranks", 2, "--counters", "--json", "--store", store,
-                     "--max-size", "64", "--iterations", "20", check=0)
-    (record,) = json_lines(proc.stdout)
-    for placement in record["placement"]:
-        counters = placement["counters"]
-        assert counters["events"]["task_clock_ns"] > 0
-        for name, value in counters["events"].items():
-            assert 0 < counters["ratio"][name] <= 1.0
-            assert value >= counters["raw"][name]
-        for name in EVENTS:
-            assert (name in counters["events"]) != (name in counters["unavailable"])

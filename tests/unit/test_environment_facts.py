@@ -1,16 +1,8 @@
 """The environment facts a record carries beside the versions (as pyperf records them)."""
 
-import os
-import subprocess
-from importlib import metadata
 from pathlib import Path
 
-import pytest
-
-from conftest import json_lines, requires_mpi, vnetbench
 from vnetbench import environment
-
-SOURCE = Path(environment.__file__).resolve().parent.parent
 
 
 def test_cpu_state_reads_governor_boost_and_smt(tmp_path):
@@ -39,20 +31,3 @@ def test_cpu_state_of_this_machine_is_what_sysfs_says():
         assert governor.read_text().strip() in state["governor"]
     else:
         assert state["governor"] is None
-
-
-@requires_mpi
-@pytest.mark.timeout(120)
-def test_run_records_the_environment_facts(store):
-    proc = vnetbench("run", "halo", "--ranks", 2, "--json", "--store", store, check=0)
-    (record,) = json_lines(proc.stdout)
-    env = record["environment"]
-    assert env["versions"]["numba"] == metadata.version("numba")
-    assert len(env["load_average"]) == 3 and all(x >= 0 for x in env["load_average"])
-    assert set(env["cpu"]) == {"governor", "boost", "smt"}
-    if (SOURCE / ".git").exists():
-        status = subprocess.run(["git", "-C", str(SOURCE), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
-        assert env["git_dirty"] is bool(status.stdout.strip())
-    else:
-        assert env["git_dirty"] is None
