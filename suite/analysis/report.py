@@ -179,8 +179,3 @@ def study_document(tables: list[StudyTable], context: dict) -> Document:
     grids += breakdown_grids(context.get("breakdowns") or [])
     return Document(grids, before=_header_lines(context), legend=LEGEND, csv_rows=_csv_rows(tables),
                     data=to_json(tables, **context, legend=LEGEND))
-
-
-def run_text(records: list[dict], form: str = "table") -> str:
-    """What ``run`` prints (formats.run_text; this name stays until commands/common.py calls that)."""
-    return formats.run_text(form, records)

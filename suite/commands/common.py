@@ -109,9 +109,9 @@ def finish(records: list[dict], store, form: str | None) -> int:
     """Print the records (``form``: a run format, None: nothing more on stdout), what did not pass, where they
     went; the exit code: 0 when every run passed, else 1."""
     if form is not None:
-        from vnetbench.analysis import report
+        from vnetbench.analysis import formats
 
-        print(report.run_text(records, form))
+        print(formats.run_text(form, records))
     for record in records:
         if record["status"] != "ok":
             print(f"vnetbench: {record['kernel']} repetition {record['repetition'] + 1}: {record['status']}: "

@@ -5,6 +5,7 @@ import json
 import sys
 
 from vnetbench import kernels
+from vnetbench.analysis import formats
 
 from . import COMMANDS, common
 
@@ -23,7 +24,7 @@ def register(sub):
     common.add_mpi(parser)
     common.add_app(parser)
     parser.add_argument("--json", action="store_true", help="print the records as JSON Lines on stdout")
-    parser.add_argument("--format", choices=["table", "osu"], default="table",
+    parser.add_argument("--format", choices=formats.choices("run"), default="table",
                         help="table (with per-size rows) or osu: per-size rows in the OSU benchmarks' layout")
     parser.add_argument("-h", "--help", action="store_true", help="show help (with KERNEL: its options)")
     parser.set_defaults(func=handle, parser=parser, takes_extra=True)
@@ -51,10 +52,7 @@ def handle(args) -> int:
         print_help(args.parser, args.kernel)
         return 0
     workload = workloads.chosen(args.app, args.kernel, args.extra, typed=args.kernel)
-    if args.format == "osu":
-        from vnetbench.analysis import osu
-
-        osu.check(workload.name)
+    formats.check_run(args.format, workload.name)  # before anything runs
 
     def show(record):
         if args.json:
