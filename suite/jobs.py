@@ -65,6 +65,7 @@ class Job:
         self.endings: list[Ending] = []
         self.problem: dict | None = None  # why the watch stopped the job: {"detail", "vms"}
         self._stop = threading.Event()
+        self._wake = None  # a pipe whose write end ``stop`` closes: the watch's select returns at once
         self._thread = None
         self._started = time.monotonic()
 
@@ -109,16 +110,22 @@ class Job:
     def watch(self, mpirun_pid: int) -> None:
         """Start watching the ranks and the topology of the job whose mpirun is ``mpirun_pid``."""
         self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._watch, args=(mpirun_pid,), daemon=True)
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._watch, args=(mpirun_pid, self._wake[0]), daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self._wake is not None:
+            os.close(self._wake[1])
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if self._wake is not None:
+            os.close(self._wake[0])
+            self._wake = None
 
-    def _watch(self, mpirun_pid: int) -> None:
+    def _watch(self, mpirun_pid: int, wake: int) -> None:
         pidfds: dict[int, tuple[int, int, str]] = {}  # fd -> (rank, pid, host)
         seen: set[int] = set()
         next_health = time.monotonic() + HEALTH_INTERVAL
@@ -129,15 +136,17 @@ class Job:
                         pidfds[os.pidfd_open(pid)] = (rank, pid, host)
                     except OSError:  # gone before we looked
                         self.endings.append(Ending(rank, pid, host, self._since()))
-                if pidfds:
-                    ready = select.select(list(pidfds), [], [], 0.1)[0]
-                else:
-                    ready = []
-                    self._stop.wait(0.05)
+                # woken by a rank's end or by ``stop``, at once; meanwhile new markers are looked for every
+                # 50 ms (the ranks write them as they start), every 100 ms once there are ranks to wait on
+                ready = select.select([wake, *pidfds], [], [], 0.1 if pidfds else 0.05)[0]
                 for fd in ready:
+                    if fd == wake:
+                        continue
                     rank, pid, host = pidfds.pop(fd)
                     self.endings.append(Ending(rank, pid, host, self._since(), _zombie_status(pid)))
                     os.close(fd)
+                if wake in ready:
+                    return
                 if self.health is not None and time.monotonic() >= next_health:
                     next_health = time.monotonic() + HEALTH_INTERVAL
                     problem = self.health()
