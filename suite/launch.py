@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from . import mpi, mpilib, procs
 from .records import SCHEMA_VERSION
-from vnetbench.topologies.files import MAX_LINE
 
 
 def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
@@ -139,6 +138,9 @@ def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=No
         job.watch(proc.pid)
 
     def read_stdout():
+        # imported here, while mpirun starts: its module imports PyYAML (12 ms), which nothing else in a run needs
+        from vnetbench.topologies.files import MAX_LINE
+
         for line in iter(lambda: proc.stdout.readline(MAX_LINE), ""):
             record = _is_record(line) if collect_records else None
             if record is not None:

@@ -20,8 +20,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench.topologies.files import MAX_LINE, bounded_lines, open_regular
-
 from .errors import StoreError, UsageError
 from .records import check_record
 
@@ -156,6 +154,9 @@ class Store:
 
         UsageError naming ``option`` when the store is missing or not a regular file.
         """
+        # here: the bounded readers' module imports PyYAML, which a run that only appends does not need
+        from vnetbench.topologies.files import MAX_LINE, bounded_lines, open_regular
+
         if not self.path.exists():
             raise UsageError(f"{option}: {self.path} does not exist")
         with open_regular(self.path, option, UsageError) as handle:
