@@ -1,14 +1,22 @@
 """Records laid out as documents: one row per record (``run``), one record's per-size table, and
 the study-shaped summary of a store. Numbers come from tables.py and metrics.py, text from
 format.py; a printed format (formats/) writes a document out.
+
+The study's modules (tables, breakdown) are imported by the study's functions alone: ``run`` lays out its
+records after every job, and their imports would add to what every run costs.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from . import format as fmt
 from . import formats
 from . import metrics as registry
-from .breakdown import memory_label
 from .render import Document, Grid
-from .tables import StudyTable, to_json
+
+if TYPE_CHECKING:
+    from .tables import StudyTable
 
 
 def records_document(records: list[dict]) -> Document:
@@ -137,6 +145,8 @@ def _header_lines(context: dict) -> list[str]:
 
 def breakdown_grids(rows: list[dict]) -> list[Grid]:
     """One grid per breakdown title: configuration columns, then the kernel's own."""
+    from .breakdown import memory_label
+
     grids = {}
     for row in rows:
         columns = list(row["columns"])
@@ -172,6 +182,8 @@ def _csv_rows(tables: list[StudyTable]) -> list[list]:
 
 
 def study_document(tables: list[StudyTable], context: dict) -> Document:
+    from .tables import to_json
+
     grids = []
     for table in tables:
         headers, body = study_grid(table)
