@@ -2,9 +2,15 @@
 (md through `vnetbench run`, LAMMPS through `vnetbench exec`), and reading their times.
 
 LAMMPS is the production MD code Debian packages (`lmp`, pair style lj/cut); its input is
-bench/in.lj with the box, cutoff and steps as variables, so both codes run the same physics:
-fcc at 0.8442, T 1.44 (seed 87287), skin 0.3, dt 0.005, NVE, lists rebuilt every 20 steps
-without checks. LAMMPS's "Loop time" and md's ``elapsed_s`` both time the step loop only.
+bench/in.lj with the box, cutoff, density, temperature and steps as variables, so both codes run the
+same physics: fcc at 0.8442 and T 1.44 (seed 87287) unless told otherwise, skin 0.3, dt 0.005, NVE,
+lists rebuilt every 20 steps without checks, thermo every 50. LAMMPS's "Loop time" and md's
+``elapsed_s`` both time the step loop only.
+
+Both run under the same MPI: the launcher and library LAMMPS is linked against (``same_mpi``), passed
+to both commands as --mpi. Left to --mpi auto, md would take the mpirun on PATH, which may be another
+Open MPI (the wheel's 5.0 when the venv is on PATH) than the 4.1 lmp loads, and the two overheads would
+then measure two MPI libraries' TCP paths as well as the two codes.
 """
 
 import json
@@ -19,14 +25,16 @@ IN_LJ = """\
 variable c index 40
 variable rc index 2.5
 variable n index 100
+variable rho index 0.8442
+variable t index 1.44
 units lj
 atom_style atomic
-lattice fcc 0.8442
+lattice fcc ${rho}
 region box block 0 $c 0 $c 0 $c
 create_box 1 box
 create_atoms 1 box
 mass 1 1.0
-velocity all create 1.44 87287 loop geom
+velocity all create ${t} 87287 loop geom
 pair_style lj/cut ${rc}
 pair_coeff 1 1 1.0 1.0 ${rc}
 neighbor 0.3 bin
@@ -67,16 +75,34 @@ def lammps() -> str:
     return found
 
 
+def same_mpi() -> str:
+    """The launcher LAMMPS's MPI library comes with (what `vnetbench exec --mpi auto` picks for lmp), to
+    give both codes as --mpi."""
+    from vnetbench import mpiselect
+    from vnetbench.errors import UsageError
+
+    try:
+        launcher, _ = mpiselect.choose(None, lammps())
+    except UsageError as exc:
+        raise BenchError(f"no launcher for LAMMPS's MPI: {exc}") from None
+    return launcher.path
+
+
 def write_input(directory: Path) -> Path:
     path = directory / "in.lj"
     path.write_text(IN_LJ)
     return path
 
 
-def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, store: Path, timeout: float) -> dict:
+DEFAULT_DENSITY, DEFAULT_TEMPERATURE = 0.8442, 1.44  # in.lj's
+
+
+def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, store: Path, timeout: float,
+           mpi: str, density: float = DEFAULT_DENSITY, temperature: float = DEFAULT_TEMPERATURE) -> dict:
     """One `vnetbench run md`: its record (status ok, or BenchError)."""
     argv = [vnetbench(), "run", "md", "--topology", topology, "--ranks", str(ranks), "--cells", str(cells),
-            "--cutoff", str(cutoff), "--steps", str(steps), "--json", "--store", str(store)]
+            "--cutoff", str(cutoff), "--density", str(density), "--temperature", str(temperature),
+            "--steps", str(steps), "--mpi", mpi, "--json", "--store", str(store)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
@@ -86,11 +112,12 @@ def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, sto
 
 
 def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int, infile: Path,
-               timeout: float) -> dict:
+               timeout: float, mpi: str, density: float = DEFAULT_DENSITY,
+               temperature: float = DEFAULT_TEMPERATURE) -> dict:
     """One LAMMPS run through `vnetbench exec`: loop seconds, atoms, steps."""
     argv = [vnetbench(), "exec", "--topology", topology, "--ranks", str(ranks), "--timeout", str(int(timeout)),
-            "--", lammps(), "-in", str(infile), "-var", "c", str(cells), "-var", "rc", str(cutoff),
-            "-var", "n", str(steps), "-log", "none"]
+            "--mpi", mpi, "--", lammps(), "-in", str(infile), "-var", "c", str(cells), "-var", "rc", str(cutoff),
+            "-var", "rho", str(density), "-var", "t", str(temperature), "-var", "n", str(steps), "-log", "none"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, cwd=infile.parent)
     found = LOOP.search(done.stdout)
     if done.returncode != 0 or not found:

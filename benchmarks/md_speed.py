@@ -6,9 +6,10 @@
     .venv/bin/python benchmarks/md_speed.py --json
 
 Both run natively through vnetbench (md with `vnetbench run`, LAMMPS with `vnetbench exec`, the
-same binding), alternating, the order flipped every repetition; the best repetition of each
-side counts (load elsewhere only slows a run down). Speed is atom-steps per second of the step
-loop (set-up excluded on both sides). Goal: md at least 0.8 of LAMMPS at every rank count.
+same binding and the same MPI, LAMMPS's: md_common.same_mpi), alternating, the order flipped every
+repetition; the best repetition of each side counts (load elsewhere only slows a run down). Speed
+is atom-steps per second of the step loop (set-up excluded on both sides). Goal: md at least 0.8 of
+LAMMPS at every rank count.
 Exit 0 when the goal is met, 1 when not or a run failed, 2 when it cannot run.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import BenchError, loadavg, retried, run_lammps, run_md, scratch, write_input  # noqa: E402
+from md_common import BenchError, loadavg, retried, run_lammps, run_md, same_mpi, scratch, write_input  # noqa: E402
 
 GOAL = 0.8
 
@@ -47,6 +48,7 @@ def parse(argv):
 
 def measure(args, log) -> dict:
     samples = {n: {"md": [], "lammps": []} for n in args.ranks}
+    mpi = same_mpi()
     with scratch("md-speed-") as tmp:
         infile, store = write_input(Path(tmp)), Path(tmp) / "results.jsonl"
         for rep in range(args.repeat):
@@ -56,11 +58,11 @@ def measure(args, log) -> dict:
                     load = loadavg()
                     if side == "md":
                         m = retried(lambda: run_md("native", ranks, args.cells, args.cutoff, args.steps, store,
-                                                   1800), log)["metrics"]
+                                                   1800, mpi), log)["metrics"]
                         rate = m["atom_steps_per_s"]
                     else:
                         out = retried(lambda: run_lammps("native", ranks, args.cells, args.cutoff, args.steps,
-                                                         infile, 1800), log)
+                                                         infile, 1800, mpi), log)
                         rate = out["atoms"] * out["steps"] / out["loop_s"]
                     samples[ranks][side].append({"atom_steps_per_s": rate, "loadavg_before": load})
                     log(f"rep {rep + 1}, {ranks} rank(s), {side}: {rate / 1e6:.3f} M atom-steps/s (load {load:.2f})")
@@ -71,7 +73,7 @@ def measure(args, log) -> dict:
         rows.append({"ranks": ranks, "md": best["md"], "lammps": best["lammps"], "ratio": ratio,
                      "met": ratio >= GOAL})
     return {"problem": {"cells": args.cells, "atoms": 4 * args.cells ** 3, "cutoff": args.cutoff,
-                        "steps": args.steps}, "goal": GOAL, "rows": rows, "samples": samples}
+                        "steps": args.steps}, "mpi": mpi, "goal": GOAL, "rows": rows, "samples": samples}
 
 
 def main(argv=None) -> int:
