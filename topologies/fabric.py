@@ -190,3 +190,17 @@ def orphan_links(known_ids: set[str]) -> list[str]:
     """Interfaces with vnetbench's names (bridges, uplinks, VM links) of no topology in ``known_ids``."""
     found = (state.ANY_LINK.fullmatch(name) for name in linux.links())
     return sorted(m.group(0) for m in found if m and m.group(1) not in known_ids)
+
+
+def switch_table(topology) -> tuple[list[str], list[list]]:
+    """``topology show``'s table of a topology's switches: each uplink's rate and delay."""
+    from .units import format_rate
+
+    rows = []
+    for sw in topology.switches:
+        if sw.uplink is None:
+            rows.append([sw.name, "-", "-"])
+        else:
+            delay = f"{sw.uplink.delay} us" if sw.uplink.delay else "-"
+            rows.append([sw.name, f"{format_rate(sw.uplink.rate)} (tc tbf, both ways)", delay])
+    return ["SWITCH", "UPLINK TO THE PHYSICAL SWITCH", "DELAY"], rows

@@ -1,13 +1,15 @@
 """The life of a VM topology kept up on this host: bring-up, take-down, status and cleanup around its state file.
 
 Shared by the backends whose topologies are a state file under /run/vnetbench/ID plus objects on this
-host (netns; the coming qemu). A backend hands over its own part as a ``Kind`` (how it lays a topology
+host (netns, qemu). A backend hands over its own part as a ``Kind`` (how it lays a topology
 out, creates and removes what the layout names, what of it is missing, its orphans); the flow around
 it is here, once: one vnetbench at a time changes what is up (the state lock); the state is written
 before anything is made, so that a crash leaves nothing that cannot be found; a topology left by a
-dead run is replaced, one in use by a live run refused; a teardown holds ^C until it is done.
+dead run is replaced, one in use by a live run refused; a teardown holds ^C until it is done. ``Owned``
+is the realised object's side of it: up for this process and down at its end, or attached to.
 """
 
+import atexit
 import ipaddress
 import os
 import signal
@@ -17,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from vnetbench.errors import LaunchError, SpecError, UsageError
+from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
 
 from . import state
 
@@ -237,3 +239,62 @@ class signals_blocked:
             signal.signal(sig, handler)
         for sig in dict.fromkeys(self.caught):
             signal.raise_signal(sig)
+
+
+# ---- a topology kept up by the object that realised it --------------------------------------------
+
+class Owned:
+    """What a realised topology of a ``Kind`` does about its life (mixed into its backend's class): bring it
+    up for this process - and take it down in ``close``, at exit, and on SIGTERM/SIGHUP - or attach to it when
+    it is up (and then leave it up). ``state`` is its state file's content, ``brought_up`` whether this
+    object made it."""
+
+    kind: Kind
+
+    def _bring_up(self, topology) -> None:
+        self._closed = False
+        self._handlers = {}
+        # from before the first object exists: a SIGTERM half-way through tears down what was made
+        self._catch_signals()
+        try:
+            self.state, self.brought_up = bring_up(self.kind, topology, persistent=False)
+        except BaseException:
+            self._restore_signals()
+            raise
+        if self.brought_up:
+            atexit.register(self.close)
+        else:
+            self._restore_signals()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        # a signal held back until the end of the teardown finds the previous handlers, not ours
+        self._restore_signals()
+        with signals_blocked():
+            # closed only once signals are held: a signal that lands before this point leaves the
+            # teardown to the atexit registration, which is still there
+            if self._closed:
+                return
+            self._closed = True
+            atexit.unregister(self.close)
+            if self.brought_up:
+                with state.locked():
+                    self.kind.teardown(self.state)
+
+    def _catch_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers; atexit and close() still tear down
+
+        def terminate(signum, frame):
+            raise Interrupted(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) == signal.SIG_DFL:  # the CLI has its own; a library user may not
+                self._handlers[sig] = signal.signal(sig, terminate)
+
+    def _restore_signals(self):
+        for sig, handler in self._handlers.items():
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(sig, handler)
+        self._handlers = {}

@@ -159,3 +159,16 @@ def memory_nodes(policy: str | None, local: tuple[int, ...], cpus_by_node) -> tu
     if policy == "remote":
         return tuple(sorted(node for node in cpus_by_node if node not in local)) or local
     return local
+
+
+def vm_table(topology, planned: list[dict], scaled: dict | None) -> tuple[list[str], list[list]]:
+    """``topology show``'s table of a topology's VMs on this host: sizes (and what was asked, when scaled), the
+    cpus and NUMA nodes ``planned`` gives each (assign_cpus), switch and hostname."""
+    rows = []
+    for vm, where in zip(topology.vms, planned):
+        asked = scaled["vms"].get(vm.name) if scaled else None
+        vcpus = f"{vm.vcpus}" + (f" (of {asked[0]})" if asked else "")
+        memory = units.human_size(vm.memory) + (f" (of {units.human_size(asked[1])})" if asked else "")
+        rows.append([vm.name, vcpus, memory, vm.numa, format_cpulist(where["cpus"]),
+                     format_cpulist(where["numa_nodes"]), vm.switch, f"{topology.name}-{vm.name}"])
+    return ["VM", "VCPUS", "MEMORY", "NUMA", "CPUS", "NODES", "SWITCH", "HOSTNAME"], rows

@@ -29,17 +29,15 @@ Its parts: ``model`` (the one model, validated once), ``refs`` (which reader a r
 
 import socket
 import sys
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vnetbench.errors import LaunchError, UsageError
 
 from ..base import Backend, LaunchSpec, idle_vms, register
-from ..binding import binding
-from ..intent import Intent, tcp_transport
+from ..sshlaunch import SSH_DEFAULTS, SshHost, ssh_launch, write_hostfile
 from . import model, refs
-from .model import SSH_DEFAULTS, HostsTopology, Ssh
+from .model import HostsTopology, Ssh
 
 REACH_TIMEOUT = 5.0
 
@@ -123,30 +121,9 @@ class HostsBackend(Backend):
 
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
         topo = self.topology
-        order = topo.place(ranks)
-        counts = Counter(order)
-        used = [i for i in range(len(topo.hosts)) if counts[i]]
-        busiest = max(used, key=lambda i: (counts[i] / topo.hosts[i].slots, -i))
-        mca, notes = binding(counts[busiest], topo.hosts[busiest].slots, bind)
-        hostfile = self._write_hostfile([(topo.hosts[i], counts[i]) for i in used])
-        prefix = str(Path(sys.prefix))
-        mpi_mca = {**tcp_transport(topo.subnet), **mca}
-        # --prefix: the daemons and the ranks find Open MPI at this path on every host (PRRTE sets
-        # PATH and LD_LIBRARY_PATH from it in the remote shell). Not --leave-session-attached (it hung
-        # mpirun now and then here): remote daemons end with mpirun, as they lose their lifeline.
-        # plm_ssh_no_tree_spawn: every daemon is started from here, the hosts need not reach each other by SSH
-        intent = Intent(ranks=ranks, hostfile=hostfile, map_by="slot" if topo.placement == "block" else "node",
-                        bind=notes["bind"], oversubscribe=notes["oversubscribed"], prefix=prefix,
-                        ssh_args=" ".join(launch_ssh(topo).argv()), prte={"plm_ssh_no_tree_spawn": "1"},
-                        subnet=topo.subnet, mca=mpi_mca)
-        expected, labels = [], []
-        for i in order:
-            host = topo.hosts[i]
-            expected.append({"address": host.address})
-            labels.append({"host": host.name, "vm": host.name, "switch": host.switch, "address": host.address})
-        notes.update({"placement": topo.placement, "hosts": len(used), "prefix": prefix,
-                      "ranks_per_host": {topo.hosts[i].name: counts[i] for i in used}})
-        return LaunchSpec(intent=intent, expected_placement=expected, placement_labels=labels, notes=notes)
+        hosts = [SshHost(host.name, host.address, host.switch, host.slots) for host in topo.hosts]
+        return ssh_launch(hosts, topo.place(ranks), placement=topo.placement, subnet=topo.subnet,
+                          ssh_args=launch_ssh(topo).argv(), bind=bind, hostfile=self._write_hostfile)
 
     def describe(self) -> dict:
         described = super().describe()
@@ -158,9 +135,7 @@ class HostsBackend(Backend):
             from vnetbench import rundir
 
             self._dir = str(rundir.make_dir("hosts"))
-        path = Path(self._dir) / f"hostfile-{len(list(Path(self._dir).iterdir()))}"
-        path.write_text("".join(f"{host.address} slots={count}\n" for host, count in entries))
-        return str(path)
+        return write_hostfile(Path(self._dir), entries)
 
     def close(self) -> None:
         if self._dir is not None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, Pri
 from vnetbench.errors import SpecError, UsageError
 
 from .. import units, validation
+from ..sshlaunch import ssh_argv
 
 DEFAULT_SWITCH = "default"
 DEFAULT_NAME = "hosts"
@@ -28,8 +29,6 @@ MAX_SLOTS = 4096
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253})\Z")
 SWITCH_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62})\Z")
 HOST_NAME = "a host name (letters, digits, '.', '-', '_')"
-# ssh never asks for a password under mpirun, and gives up on a silent host
-SSH_DEFAULTS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10")
 
 
 # ---- field checks ---------------------------------------------------------------------------
@@ -130,17 +129,8 @@ class Ssh(_Model):
     options: tuple[Text, ...] = ()
 
     def argv(self, connect_timeout: int | None = None) -> list[str]:
-        """ssh's options (before the host): the one place they are built, for mpirun and for host checks."""
-        args = list(SSH_DEFAULTS)
-        if connect_timeout is not None:
-            args[-1] = f"ConnectTimeout={connect_timeout}"
-        if self.user:
-            args += ["-l", self.user]
-        if self.port != 22:
-            args += ["-p", str(self.port)]
-        if self.identity:
-            args += ["-i", self.identity]
-        return args + list(self.options)
+        """ssh's options (before the host), for mpirun and for host checks (sshlaunch.ssh_argv)."""
+        return ssh_argv(self.user, self.port, self.identity, self.options, connect_timeout)
 
     def to_dict(self) -> dict:
         data = {"user": self.user, "port": self.port, "identity": self.identity, "options": list(self.options)}

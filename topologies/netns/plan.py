@@ -23,6 +23,7 @@ from ..binding import check_ranks  # noqa: F401 (netns checks --ranks as local d
 from ..fabric import Fabric, SwitchPlan
 from ..host import HostFacts
 from ..intent import VM_IFACE, Intent, tcp_transport
+from ..ranks import place, rank_counts  # noqa: F401 (rank_counts: tests call it by this module)
 from ..sizing import assign_cpus, memory_nodes, usable_by_node
 from ..state import RUN_DIR
 
@@ -116,33 +117,6 @@ def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:
 
 
 # ---- ranks ------------------------------------------------------------------------------
-
-def rank_counts(ranks: int, vcpus: list[int]) -> list[int]:
-    """Ranks per VM, in proportion to vCPUs (largest remainders first, then earlier VMs)."""
-    total = sum(vcpus)
-    shares = [ranks * v / total for v in vcpus]
-    counts = [int(s) for s in shares]
-    rest = sorted(range(len(vcpus)), key=lambda i: (-(shares[i] - counts[i]), i))
-    for i in rest[:ranks - sum(counts)]:
-        counts[i] += 1
-    return counts
-
-
-def place(ranks: int, vcpus: list[int], policy: str) -> list[int]:
-    """The VM index of each rank: ``block`` gives consecutive ranks to one VM, ``round-robin``
-    deals ranks out one VM at a time (skipping VMs that have their share), as Open MPI's
-    ``--map-by slot`` and ``--map-by node`` do on hosts with those slot counts."""
-    counts = rank_counts(ranks, vcpus)
-    if policy == "block":
-        return [i for i, count in enumerate(counts) for _ in range(count)]
-    left, order = list(counts), []
-    while len(order) < ranks:
-        for i in range(len(left)):
-            if left[i]:
-                order.append(i)
-                left[i] -= 1
-    return order
-
 
 def agent_command() -> str:
     """How PRRTE calls the launch agent in place of ssh (it splits this on spaces and ':')."""

@@ -1,8 +1,8 @@
 """How the netns backend shows a topology: ``topology show`` before bring-up, the record's and status' view once up."""
 
-from .. import cgroups, sizing, state
+from .. import cgroups, fabric, sizing, state
 from ..host import HostFacts, detect, format_cpulist
-from ..units import format_rate, human_size
+from ..units import human_size
 
 
 def describe_state(st: dict) -> dict:
@@ -67,19 +67,4 @@ def show(topology, shown: dict) -> list:
     if scaled:
         lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
                      f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")
-    rows = []
-    for vm, where in zip(topology.vms, planned["vms"]):
-        asked = scaled["vms"].get(vm.name) if scaled else None
-        vcpus = f"{vm.vcpus}" + (f" (of {asked[0]})" if asked else "")
-        memory = human_size(vm.memory) + (f" (of {human_size(asked[1])})" if asked else "")
-        rows.append([vm.name, vcpus, memory, vm.numa, format_cpulist(where["cpus"]),
-                     format_cpulist(where["numa_nodes"]), vm.switch, f"{topology.name}-{vm.name}"])
-    switches = []
-    for sw in topology.switches:
-        if sw.uplink is None:
-            switches.append([sw.name, "-", "-"])
-        else:
-            delay = f"{sw.uplink.delay} us" if sw.uplink.delay else "-"
-            switches.append([sw.name, f"{format_rate(sw.uplink.rate)} (tc tbf, both ways)", delay])
-    return [*lines, "", (["VM", "VCPUS", "MEMORY", "NUMA", "CPUS", "NODES", "SWITCH", "HOSTNAME"], rows), "",
-            (["SWITCH", "UPLINK TO THE PHYSICAL SWITCH", "DELAY"], switches)]
+    return [*lines, "", sizing.vm_table(topology, planned["vms"], scaled), "", fabric.switch_table(topology)]
