@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import platform
 import socket
 import struct
 
@@ -30,6 +31,19 @@ def _ns_inode(kind: str) -> int | None:
         return None
 
 
+def hypervisor() -> bool | None:
+    """The CPU's hypervisor flag as this kernel sees it (a guest's CPU has it; so has a VM's host that is a VM
+    itself), or None where /proc/cpuinfo says nothing of flags."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return "hypervisor" in line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return None
+
+
 def here(rank: int) -> dict:
     return {
         "rank": rank,
@@ -39,6 +53,8 @@ def here(rank: int) -> dict:
         "netns": _ns_inode("net"),
         "utsns": _ns_inode("uts"),
         "addresses": ipv4_addresses(),
+        "hypervisor": hypervisor(),
+        "kernel": platform.release(),
     }
 
 

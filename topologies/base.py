@@ -56,6 +56,7 @@ class Entry:
 BACKENDS = {
     "local": Entry("local", refs=False),
     "netns": Entry("netns", refs=False),
+    "qemu": Entry("qemu"),  # qemu:REF is REF's VMs as QEMU guests (--vms qemu)
     "hosts": Entry("hosts", prefixes=("hostfile", "inventory")),
     "slurm": Entry("slurm"),
 }

@@ -25,7 +25,8 @@ VERSION = 1
 # the names fabric.py and the backends give what they make; nothing else is ever removed, killed or entered
 ID = re.compile(r"[0-9a-f]{4}")
 VM_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # a VM's name: a lower-case DNS label
-ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}|p|v\d{1,3}|u\d{1,3}[ab])")
+# bridges (s), the physical switch (p), uplinks (u..a/b), VM links: emulated VMs' veths (v), QEMU guests' taps (t)
+ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}|p|v\d{1,3}|t\d{1,3}|u\d{1,3}[ab])")
 ANY_NETNS = re.compile(rf"vnb-([0-9a-f]{{4}})-{VM_LABEL}")  # also the VMs' cgroup folders
 
 
@@ -42,13 +43,14 @@ def foreign_names(st: dict) -> list[str]:
         found = isinstance(name, str) and pattern.fullmatch(name)
         return bool(found) and found.group(1) == tid
 
-    links = [vm.get("veth") for vm in lay.get("vms", [])]
+    # a VM's link into its switch: an emulated VM's veth, a QEMU guest's tap (which has no namespace or UTS mount)
+    links = [vm.get("tap" if "tap" in vm else "veth") for vm in lay.get("vms", [])]
     for sw in lay.get("switches", []):
         links += [sw.get("bridge"), *(sw.get("uplink") or [])]
     links += [name for name in (lay.get("physical"), lay.get("head_bridge")) if name is not None]
     bad += [f"interface {name!r}" for name in links if not ours(ANY_LINK, name)]
     uts_dir = directory(tid) / "uts"
-    for vm in lay.get("vms", []):
+    for vm in (vm for vm in lay.get("vms", []) if "tap" not in vm):
         if not ours(ANY_NETNS, vm.get("netns")):
             bad.append(f"namespace {vm.get('netns')!r}")
         if not isinstance(vm.get("uts"), str) or Path(vm["uts"]).parent != uts_dir \
@@ -141,12 +143,12 @@ def stale(state: dict) -> bool:
 
 
 def find_vm(hostname: str) -> tuple[dict, dict] | None:
-    """(state, vm) of the VM with this hostname in a topology that is up, or None."""
+    """(state, vm) of the emulated VM with this hostname in a topology that is up, or None."""
     for state in all_states():
         if not state.get("complete"):
             continue
         for vm in state["layout"]["vms"]:
-            if vm["hostname"] == hostname:
+            if vm["hostname"] == hostname and "netns" in vm:  # a QEMU guest is no namespace to enter
                 return state, vm
     return None
 

@@ -5,6 +5,8 @@ A change is a regression only when it is in the bad direction, statistically sig
 threshold and the noise floor. The noise floor is the larger coefficient of variation of
 the two sides: a shift smaller than the runs' own scatter is not reported as a change, like
 pyperf, which calls such differences "not significant" instead of printing a percentage.
+A configuration whose runs on either side have a timing caveat that makes no cost of them (an emulated
+CPU: tables.timing_caveat) gets the verdict "n/a", never a regression.
 """
 
 from array import array
@@ -18,9 +20,10 @@ from . import metrics as registry
 from .records import ConfigKey, Loaded, config_key, describe_key, stream
 from .render import Document, Grid
 from .stats import Summary, TestResult, change_pct, summarise, welch, worse_pct
+from .tables import EMULATED_CPU, emulated_cpu
 
 VERDICTS = ("regression", "improvement", "untested", "within noise", "within threshold", "not significant",
-            "unchanged")
+            "unchanged", "n/a")
 
 
 @dataclass
@@ -106,6 +109,7 @@ class Side:
     def __init__(self):
         self.measured: dict[ConfigKey, dict[str, tuple[Metric, array]]] = defaultdict(dict)
         self.failed: dict[ConfigKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.emulated: set[ConfigKey] = set()  # configurations with a run on an emulated CPU
 
     @classmethod
     def read(cls, path, option: str) -> tuple["Side", Loaded]:
@@ -127,6 +131,8 @@ class Side:
         if record["status"] != "ok":
             self.failed[key][record["status"]] += 1
             return
+        if emulated_cpu(record):
+            self.emulated.add(key)
         for metric, value in registry.extract(record):
             self.measured[key].setdefault(metric.name, (metric, array("d")))[1].append(value)
 
@@ -162,8 +168,9 @@ def compare(baseline, current, threshold_pct: float = 5.0, alpha: float = 0.05) 
             test = welch(before, after)
             floor = max((s.cv or 0.0) for s in (b, c)) * 100
             worse = worse_pct(b.median, c.median, metric.better)
+            emulated = key in base_side.emulated or key in cur_side.emulated
             result.changes.append(Change(key, metric, b, c, test, change_pct(b.median, c.median), worse, floor,
-                                         verdict(worse, test, threshold_pct, floor, alpha)))
+                                         "n/a" if emulated else verdict(worse, test, threshold_pct, floor, alpha)))
     return result
 
 
@@ -203,6 +210,8 @@ def summary_lines(result: Comparison) -> list[str]:
     quiet = {v: n for v, n in counts.items() if n and v not in ("regression", "improvement")}
     if quiet:
         lines.append("others: " + ", ".join(f"{n} {v}" for v, n in quiet.items()))
+    if counts["n/a"]:
+        lines.append(f"n/a: {counts['n/a']} metric(s) of runs on QEMU's TCG ({EMULATED_CPU}); compare KVM runs")
     if counts["untested"]:
         lines.append("untested: beyond the threshold but with fewer than 2 repetitions on a side; "
                      "run with --repeat 3 or more to test")

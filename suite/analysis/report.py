@@ -66,7 +66,8 @@ LEGEND = {
             "[k failed]: runs that did not pass, not counted",
     "overhead": "how much worse than the baseline topology at the same rank count, in % "
                 "(time: slower; bandwidth: lower); negative is better; N/A: one side had more ranks "
-                "than cpus (a VM's vCPUs), so it would measure the sharing, not the topology",
+                "than cpus (a VM's vCPUs), so it would measure the sharing, not the topology, or ran on an "
+                "emulated CPU (QEMU's TCG), whose time is no hypervisor's",
     "cv": "coefficient of variation (stdev / mean) of the repetitions; * above 10%: too noisy to trust",
     "scaling": "a->b: speedup from a to b ranks (time a / time b; bandwidth b / bandwidth a) "
                "and parallel efficiency = speedup / (b / a)",

@@ -3,9 +3,10 @@
 Each cell summarises the repetitions of one configuration (median, spread, coefficient of
 variation); beside the cells: overhead against a baseline topology at the same rank count,
 and speedup and parallel efficiency from one rank count to the next. Only runs with status
-"ok" are measured; the others are counted per cell. A cell whose ranks outnumbered the cpus
-they ran on (more ranks than a VM's vCPUs), or whose baseline cell did, is not compared with
-it: its overhead is N/A, with the reason. Pure: records in, dataclasses out.
+"ok" are measured; the others are counted per cell. A cell whose timing does not stand for its
+topology (``timing_caveat``: ranks outnumbered the cpus they ran on, more ranks than a VM's vCPUs;
+or the CPU was emulated, QEMU's TCG), or whose baseline cell's does not, is not compared with it:
+its overhead is N/A, with the reason. Pure: records in, dataclasses out.
 """
 
 from array import array
@@ -25,12 +26,18 @@ class Cell:
     values: list[float]
     failed: dict[str, int]
     overhead_pct: float | None = None
-    oversubscribed: str | None = None  # why its ranks outnumbered their cpus, when they did
+    caveat: str | None = None  # why its timing does not stand for its topology (timing_caveat), when it does not
     overhead_na: str | None = None  # why no overhead is given although both sides ran
+
+    @property
+    def oversubscribed(self) -> str | None:
+        """Why its ranks outnumbered their cpus, when that is its caveat."""
+        return self.caveat.removeprefix(OVERSUBSCRIBED) if self.caveat and self.caveat.startswith(OVERSUBSCRIBED) \
+            else None
 
     def to_dict(self) -> dict:
         out = {"ranks": self.ranks, "values": self.values, "failed": self.failed, "overhead_pct": self.overhead_pct,
-               "oversubscribed": self.oversubscribed, "overhead_na": self.overhead_na}
+               "oversubscribed": self.oversubscribed, "caveat": self.caveat, "overhead_na": self.overhead_na}
         out.update(self.summary.to_dict() if self.summary else {"n": 0, "median": None, "cv_pct": None})
         return out
 
@@ -90,7 +97,7 @@ class StudyTable:
 
 class Study:
     """The study's tables built a record at a time, keeping per configuration only what a cell shows:
-    its table metrics' values, its failure counts, its first oversubscription; never the records.
+    its table metrics' values, its failure counts, its first timing caveat; never the records.
     Memory follows configurations x repetitions, not the records' size.
 
     A kernel's table choice that leaves a metric out as more metrics appear never takes it back
@@ -151,7 +158,7 @@ class _Slot:
 
     values: dict[str, array] = field(default_factory=dict)  # table metric -> values, in store order
     failed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    over: dict[str, str] = field(default_factory=dict)  # table metric -> first oversubscription among its values
+    over: dict[str, str] = field(default_factory=dict)  # table metric -> first timing caveat among its values
 
 
 @dataclass
@@ -186,7 +193,7 @@ class _Group:
                 slot.values.setdefault(name, array("d")).append(values[name])
                 if name not in slot.over:
                     if crowded is None:
-                        crowded = oversubscription(record) or ""
+                        crowded = timing_caveat(record) or ""
                     if crowded:
                         slot.over[name] = crowded
 
@@ -241,7 +248,7 @@ def _tables_for(group: _Group, label: str, baseline: str) -> list[StudyTable]:
             found = list(slot.values.get(name, ()))
             ranks = slot_key[2]
             rows[row_key(slot_key)].cells[ranks] = Cell(ranks, summarise(found) if found else None, found,
-                                                        dict(slot.failed), oversubscribed=slot.over.get(name))
+                                                        dict(slot.failed), caveat=slot.over.get(name))
         base = _baseline_rows(rows, baseline)
         for key, row in rows.items():
             reference = base.get(key[1], next(iter(base.values()), None))
@@ -256,6 +263,30 @@ def _tables_for(group: _Group, label: str, baseline: str) -> list[StudyTable]:
 
 def _baseline_rows(rows: dict, baseline: str) -> dict:
     return {key[1]: row for key, row in rows.items() if key[0] == baseline}
+
+
+OVERSUBSCRIBED = "oversubscribed: "
+EMULATED_CPU = "emulated CPU: not a hypervisor's timing"
+
+
+def timing_caveat(record: dict) -> str | None:
+    """Why the record's timing does not stand for its topology, or None: its CPU was emulated (QEMU's TCG: the
+    guests ran, but no hypervisor's cost is in the time), or its ranks outnumbered their cpus (what it measured
+    is the cpu sharing). A cell with a caveat, or whose baseline has one, shows its overhead as N/A."""
+    if emulated_cpu(record):
+        return EMULATED_CPU
+    crowded = oversubscription(record)
+    return OVERSUBSCRIBED + crowded if crowded else None
+
+
+def emulated_cpu(record: dict) -> bool:
+    """Did the record's ranks run on an emulated CPU (a qemu topology under TCG)?"""
+    topology = record.get("topology")
+    guest = topology.get("guest") if isinstance(topology, dict) else None
+    launch = record.get("launch")
+    notes = launch.get("notes") if isinstance(launch, dict) else None
+    return (isinstance(guest, dict) and guest.get("accel") == "tcg") or \
+        (isinstance(notes, dict) and notes.get("accel") == "tcg")
 
 
 def oversubscription(record: dict) -> str | None:
@@ -307,11 +338,9 @@ def _overheads(row: Row, reference: Row | None, metric: Metric) -> None:
         base = reference.cells.get(ranks)
         if not (cell.summary and base and base.summary):
             continue
-        if row is not reference and (cell.oversubscribed or base.oversubscribed):
-            # a crowded side measures the cpu sharing, not the topology
-            cell.overhead_na = "; ".join(filter(None, [
-                cell.oversubscribed and f"oversubscribed: {cell.oversubscribed}",
-                base.oversubscribed and f"{reference.label} oversubscribed: {base.oversubscribed}"]))
+        if row is not reference and (cell.caveat or base.caveat):
+            # a crowded side measures the cpu sharing, an emulated one TCG: neither the topology
+            cell.overhead_na = "; ".join(filter(None, [cell.caveat, base.caveat and f"{reference.label} {base.caveat}"]))
             continue
         cell.overhead_pct = worse_pct(base.summary.median, cell.summary.median, metric.better)
 

@@ -3,6 +3,7 @@ options, the exit code of a command's records. Help texts name what the registri
 
 import sys
 
+from vnetbench.errors import UsageError
 from vnetbench.options import float_range, int_range
 from vnetbench.topologies.base import MAX_RANKS
 
@@ -40,12 +41,54 @@ def add_topology(parser, *, required: bool = False) -> None:
 
 
 def topology_ref(args) -> str:
-    """The topology ref the options name (``--hostfile F`` is ``hostfile:F``, ``--inventory F`` ``inventory:F``)."""
+    """The topology ref the options name (``--hostfile F`` is ``hostfile:F``, ``--inventory F`` ``inventory:F``;
+    with ``--vms qemu``, the topology's VMs as QEMU guests)."""
     if args.hostfile:
-        return f"hostfile:{args.hostfile}"
+        return vm_ref(args, f"hostfile:{args.hostfile}")
     if args.inventory:
-        return f"inventory:{args.inventory}"
-    return args.topology
+        return vm_ref(args, f"inventory:{args.inventory}")
+    return vm_ref(args, args.topology)
+
+
+def add_vms(parser) -> None:
+    """``--vms emulated|qemu`` and, for QEMU guests, ``--accel`` and ``--guest-kernel``."""
+    parser.add_argument("--vms", choices=("emulated", "qemu"), default="emulated",
+                        help="what a topology's VMs are: network namespaces on this host (emulated, the default) "
+                             "or QEMU guests on the same switches (qemu)")
+    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"),
+                        help="with --vms qemu: the guests' accelerator; auto (the default) takes KVM when a probe "
+                             "guest boots with it and refuses otherwise; tcg emulates the CPU (behaviour, not "
+                             "timings)")
+    parser.add_argument("--guest-kernel", metavar="PATH",
+                        help="with --vms qemu: the kernel image the guests boot (default: the running kernel's in "
+                             "/boot, else the newest there)")
+
+
+def vm_ref(args, ref: str) -> str:
+    """``ref`` as ``--vms`` says (emulated: as it is; qemu: the qemu backend's ``qemu:REF``, with the options)."""
+    vms = getattr(args, "vms", "emulated")
+    accel, kernel = getattr(args, "accel", None), getattr(args, "guest_kernel", None)
+    if vms != "qemu":
+        for given, name in ((accel, "--accel"), (kernel, "--guest-kernel")):
+            if given:
+                raise UsageError(f"{name}: only with --vms qemu")
+        return ref
+    if kernel:
+        import os
+
+        if not os.path.isfile(kernel):
+            raise UsageError(f"--guest-kernel: {kernel}: no such file; give a kernel image such as "
+                             f"/boot/vmlinuz-VERSION")
+        kernel = os.path.abspath(kernel)
+    from urllib.parse import urlencode
+
+    from vnetbench.topologies import presets
+
+    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
+        return ref  # no VM to boot
+    settings = {key: value for key, value in (("accel", accel), ("kernel", kernel)) if value}
+    # the qemu backend's ref: REF's VMs as its guests (it reads the settings)
+    return f"qemu:{ref}" + (f"?{urlencode(settings, safe='/')}" if settings else "")
 
 
 def add_ranks(parser, *, required: bool = False) -> None:

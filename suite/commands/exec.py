@@ -22,6 +22,7 @@ def register(sub):
 
     parser = sub.add_parser("exec", help=COMMANDS["exec"], description=__doc__.replace("``", ""))
     common.add_topology(parser, required=True)
+    common.add_vms(parser)
     common.add_ranks(parser, required=True)
     common.add_bind(parser)
     common.add_timeout(parser, default="none")

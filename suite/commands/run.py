@@ -16,6 +16,7 @@ def register(sub):
     parser.add_argument("kernel", metavar="KERNEL", nargs="?", help=f"one of: {', '.join(kernels.names())}")
     common.add_ranks(parser)
     common.add_topology(parser)
+    common.add_vms(parser)
     common.add_repeat(parser)
     common.add_store(parser)
     common.add_timeout(parser)

@@ -13,7 +13,7 @@ Exit 0 when every run passed, 1 when any failed, 2 on bad input (nothing started
 import argparse
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vnetbench import kernels
 from vnetbench.errors import UsageError
@@ -48,6 +48,7 @@ def register(sub):
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
     parser.add_argument("--kernel", metavar="K", help=f"one of: {', '.join(kernels.names())}")
     common.add_app(parser)
+    common.add_vms(parser)
     parser.add_argument("--topologies", type=name_list, metavar="A,B,..",
                         help="presets, topology files or backend refs, as --topology of run takes them")
     parser.add_argument("--ranks", type=rank_list, metavar="N,M,..", help="rank counts")
@@ -87,6 +88,7 @@ def handle(args) -> int:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
         return 0
     asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra, app=args.app)
+    asked = replace(asked, topologies=[common.vm_ref(args, ref) for ref in asked.topologies])
     store = Store(args.store)
     store.check_writable()
     plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,

@@ -12,7 +12,7 @@ import time
 from vnetbench.analysis.render import columns
 from vnetbench.errors import UsageError
 
-from . import COMMANDS
+from . import COMMANDS, common
 
 
 def register(sub):
@@ -23,12 +23,14 @@ def register(sub):
     listing.set_defaults(func=handle_list)
     show = actions.add_parser("show", help="a topology as it would be used on this host (sizes after scaling)")
     show.add_argument("ref", metavar="NAME|FILE")
+    common.add_vms(show)
     show.add_argument("--json", action="store_true", help="print the spec and the plan as JSON")
     show.add_argument("--spec", action="store_true",
                       help="print only the spec, as YAML: a starting point for a file of your own")
     show.set_defaults(func=handle_show)
     up = actions.add_parser("up", help="bring a topology up and leave it up")
     up.add_argument("ref", metavar="NAME|FILE")
+    common.add_vms(up)
     up.set_defaults(func=handle_up)
     down = actions.add_parser("down", help="take a topology down")
     down.add_argument("ref", metavar="NAME|FILE")
@@ -66,7 +68,7 @@ def handle_list(args) -> int:
 def handle_show(args) -> int:
     from vnetbench import topologies
 
-    topology = topologies.load(args.ref, what="NAME|FILE")
+    topology = topologies.load(common.vm_ref(args, args.ref), what="NAME|FILE")
     backend = topologies.backend(topology.backend)
     shown = {"spec": topology.to_dict(), "source": topology.source, **backend.preview(topology)}
     if args.spec:
@@ -85,7 +87,7 @@ def handle_show(args) -> int:
 def handle_up(args) -> int:
     from vnetbench import topologies
 
-    topology = topologies.load(args.ref, what="NAME|FILE")
+    topology = topologies.load(common.vm_ref(args, args.ref), what="NAME|FILE")
     started = time.monotonic()
     lines = topologies.backend(topology.backend).up(topology)
     took = time.monotonic() - started

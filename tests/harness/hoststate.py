@@ -16,10 +16,11 @@ from pathlib import Path
 
 # vnetbench's names (topologies/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
 # tier's sshd namespaces, "vnbt...") may come and go while tests run, and are left out of the comparison
-OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvu])")
+OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvut])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
-# processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent) or of a vnetbench command
-JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun)$")
+# processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, or
+# of a qemu backend's guest (QEMU, virtme-ng's launcher)
+JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun|qemu-system-x86|virtme-run)$")
 JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.agent)?( |$)")
 
 

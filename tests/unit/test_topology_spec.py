@@ -136,7 +136,7 @@ def test_to_dict_round_trips_through_yaml(tmp_path):
     ("uplink: {rate: 1gbit}", "uplink: fast", "FILE:15: switches[0].uplink: expected a mapping of fields, got 'fast'"),
     # choices
     ("placement: round-robin", "placement: blok", "FILE:19: placement: expected one of block, round-robin, got 'blok'"),
-    ("name: lab\n", "name: lab\nbackend: xen\n", "FILE:2: backend: expected one of local, netns, hosts, slurm, got 'xen'"),
+    ("name: lab\n", "name: lab\nbackend: xen\n", "FILE:2: backend: expected one of local, netns, qemu, hosts, slurm, got 'xen'"),
     ("name: lab\n", "name: lab\nversion: 2\n", "FILE:2: version: expected one of 1, got the number 2"),
     ("description: two VMs across two uplinked switches", "description: " + "x" * 600,
      "description: expected text of at most 500 characters"),

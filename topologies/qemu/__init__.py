@@ -1,0 +1,175 @@
+"""The qemu backend: every VM of a topology a QEMU guest, on the same switches as the emulated VMs.
+
+A VM is a QEMU guest booting a kernel of this host (the running kernel's image, else the newest in /boot, or
+``guest.kernel``) with this host's root shared read-only and private /etc, /var, /tmp and /run (virtme-ng),
+so that the venv and the user's programs are at the same paths inside; one virtio-net NIC, its tap on the
+VM's switch's bridge (vhost=on where /dev/vhost-net opens), found by its MAC inside and given the plan's
+address; its vCPUs pinned to the host cpus the plan gives the VM, its memory the VM's (bound to its NUMA
+nodes where the host has several). The switches are the emulated VMs' (fabric.py: bridges, tbf-shaped and
+netem-delayed uplinks to a physical-switch bridge); mpirun runs on the host with the head's address, and
+reaches the sshd each guest starts (sshd.py) as the hosts backend reaches hosts (sshlaunch.py), so every
+MPI flavour launches into guests as onto hosts. Root, ip, tc, QEMU, virtme-ng and busybox are needed.
+
+Accelerator (``guest.accel``, ``--accel``): kvm, tcg, or auto (KVM when a probe guest boots with it within a
+bound, else refused naming why). Under TCG the CPU is emulated: records say so, and report/compare show no
+overhead for them.
+
+The parts: ``model`` (the topology, its ``guest`` settings, the ``qemu:REF`` refs of ``--vms qemu``), ``plan``
+(pure: names, addresses, cpus, the launch), ``machine`` (what this host offers: tools, kernel, KVM, vhost),
+``guests`` (start, wait, pin, stop), ``sshd`` (keys and the guests' sshd), ``life`` (create, tear down, clean
+up; the flow around them is lifecycle.py's), ``view`` (``topology show``, the record's view), ``qmp``.
+"""
+
+from ..base import LaunchSpec, Realised, idle_vms, register
+from ..lifecycle import Owned
+
+
+@register("qemu")
+class QemuBackend(Owned, Realised):
+    """A qemu topology that is up: brought up by this object (and torn down by ``close``, at exit, and on
+    SIGTERM/SIGINT), or attached to (and then left up)."""
+
+    # ---- refs and specs ------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, ref: str, what: str = "--topology"):
+        from . import model
+
+        return model.load(ref, what)
+
+    @classmethod
+    def from_data(cls, data: dict, source: str, lines=None, host=None):
+        from . import model
+
+        return model.from_data(data, source, lines, host)
+
+    # ---- before bring-up -----------------------------------------------------------------
+
+    @classmethod
+    def preflight(cls, topology) -> None:
+        from . import life
+
+        life.preflight(topology)
+
+    @classmethod
+    def cannot_place(cls, topology, ranks: int) -> str | None:
+        return idle_vms(len(topology.vms), ranks)
+
+    @classmethod
+    def preview(cls, topology) -> dict:
+        from . import view
+
+        return {"plan": view.preview(topology), **({"scaled": topology.scaled} if topology.scaled else {})}
+
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        from . import view
+
+        return view.show(topology, preview)
+
+    # ---- life outside a run --------------------------------------------------------------
+
+    @classmethod
+    def up(cls, topology) -> list[str]:
+        from .. import lifecycle
+        from . import life, view
+
+        st, created = lifecycle.bring_up(life.KIND, topology, persistent=True)
+        return view.up_lines(topology, st, created)
+
+    @classmethod
+    def down(cls, ref: str, topology=None) -> str | None:
+        from .. import lifecycle
+        from . import life
+
+        st = lifecycle.take_down(life.KIND, ref, topology)
+        return f"{st['name']} down" if st else None
+
+    @classmethod
+    def status(cls) -> list[dict]:
+        from .. import lifecycle
+        from . import life, view
+
+        return lifecycle.status(life.KIND, view.describe_state)
+
+    @classmethod
+    def cleanup(cls, everything: bool = False) -> list[str]:
+        from .. import lifecycle
+        from . import life
+
+        return lifecycle.cleanup(life.KIND, everything)
+
+    # ---- once up -------------------------------------------------------------------------
+
+    def __init__(self, topology):
+        from . import life, plan
+
+        super().__init__(topology)
+        self.kind = life.KIND
+        self._dir = None
+        self._bring_up(topology)
+        self.layout = plan.Layout.from_dict(self.state["layout"])
+
+    def check_ranks(self, ranks: int) -> None:
+        from ..binding import check_ranks
+
+        check_ranks(ranks)
+
+    def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
+        from . import plan, sshd
+
+        self.check_ranks(ranks)
+        spec = plan.launch_spec(self.layout, ranks, bind, ssh_args=sshd.client(self.layout.id),
+                                guests=self.state.get("guests") or {}, hostfile=self._write_hostfile)
+        guest = self.state["guest"]
+        spec.notes.update({"accel": guest["accel"], "vcpus_enforced_by": "vCPU threads pinned",
+                           "memory_limited_by": "guest RAM"})
+        if guest["accel"] == "tcg":
+            spec.notes["emulated_cpu"] = "TCG: QEMU emulates the guests' CPU; timings are not a hypervisor's"
+        return spec
+
+    def health(self) -> tuple[str, list[str]] | None:
+        """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs
+        it cut off. Cheap (/proc and sysfs reads): a job's watch asks every quarter second."""
+        from .. import fabric, linux
+        from . import guests
+
+        lay, seen = self.layout, self.state.get("guests") or {}
+        for vm in lay.vms:
+            facts = seen.get(vm.name, {})
+            if not guests.alive(facts):
+                return f"VM {vm.name}'s guest is gone (its QEMU, pid {facts.get('qemu_pid')}, ended)", [vm.name]
+            problem = linux.link_problem(vm.tap)
+            if problem:
+                return f"VM {vm.name} lost its network: its tap {vm.tap} {problem}", [vm.name]
+        vms_on = {sw.name: [vm.name for vm in lay.vms if vm.switch == sw.name] for sw in lay.switches}
+        return fabric.health(lay.fabric, vms_on)
+
+    def describe(self) -> dict:
+        from . import view
+
+        described = super().describe()
+        described.update(view.describe_state(self.state))
+        described["attached"] = not self.brought_up
+        if self.topology.scaled:
+            described["scaled"] = self.topology.scaled
+        return described
+
+    def _write_hostfile(self, entries) -> str:
+        from pathlib import Path
+
+        from vnetbench import rundir
+
+        from ..sshlaunch import write_hostfile
+
+        if self._dir is None:
+            self._dir = rundir.make_dir("qemu")
+        return write_hostfile(Path(self._dir), entries)
+
+    def close(self) -> None:
+        if self._dir is not None:
+            from vnetbench import rundir
+
+            rundir.remove_dir(self._dir)
+            self._dir = None
+        super().close()

@@ -1,0 +1,230 @@
+"""The guests themselves: started with virtme-ng's launcher, watched until their sshd answers, pinned, ended.
+
+Each guest is ``virtme-run`` (virtme-ng: it boots a kernel with the host's root shared read-only, private
+overlays on /etc, /var and /tmp, a tmpfs on /run) in a session of its own, with QEMU's extra arguments for
+its NIC (a tap on its switch's bridge, vhost where /dev/vhost-net opens), a QMP socket and a pid file in the
+topology's state directory, and guest.sh as its only command. Every process of a guest carries
+``VNETBENCH_QEMU_GUEST=<state dir>/<vm>`` in its environment: that, not a pid that may be reused, is what
+teardown and cleanup end. Its temporary files (virtme-ng's) are in the state directory too.
+"""
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from vnetbench import procs
+from vnetbench.errors import LaunchError
+
+from .. import state
+from . import machine
+from .plan import SSH_PORT, GuestPlan, Layout, files
+from .qmp import Qmp
+
+MARK = "VNETBENCH_QEMU_GUEST"
+GUEST_SCRIPT = Path(__file__).with_name("guest.sh")
+# the guests' private writable places beside /run (virtme-ng's own tmpfs): the brief of a throwaway system
+OVERLAYS = ("/etc", "/var", "/tmp")
+READY = re.compile(r"vnetbench-guest-ready (.*)")
+FAILED = re.compile(r"vnetbench-guest-failed (.*)")
+POLL = 0.2
+CACHED_TAG = "vnbroot"
+
+
+def argv(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
+    """virtme-run's argv for ``vm`` (``guest``: the state's guest facts: kernel, accel, vhost, rootfs)."""
+    from .sshd import folders
+
+    shared = str(folders(lay.id)[0])
+    own = files(lay.id, vm.name)
+    netdev = f"tap,id=n0,ifname={vm.tap},script=no,downscript=no" + (",vhost=on" if guest["vhost"] else "")
+    command = ["/bin/sh", str(GUEST_SCRIPT), vm.mac, f"{vm.address}/{lay.prefixlen}", shared]
+    if guest["rootfs"] == "9p":
+        command.append(CACHED_TAG)
+    args = [machine.virtme_run(), "--kimg", guest["kernel"]["image"], "--mods", "auto", "--name", vm.hostname,
+            "--memory", f"{vm.memory >> 20}M", "--cpus", str(vm.vcpus), "--disable-microvm"]
+    args += ["--disable-kvm"] if guest["accel"] == "tcg" else []
+    args += ["--force-9p"] if guest["rootfs"] == "9p" else []
+    for place in OVERLAYS:
+        args += ["--overlay-rwdir", place]
+    args += [f"--rodir={shared}", "--script-sh", shlex.join(command),
+             # --qemu-opts takes the rest: it comes last
+             "--qemu-opts", "-netdev", netdev, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}",
+             "-qmp", f"unix:{own['qmp']},server=on,wait=off", "-pidfile", own["pidfile"]]
+    if guest["rootfs"] == "9p":
+        # the root again, read-only, for guest.sh to mount with a cache (virtme-ng's own has none)
+        args += ["-fsdev", f"local,id={CACHED_TAG},path=/,security_model=none,readonly=on,multidevs=remap",
+                 "-device", f"virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}"]
+    if guest["accel"] == "kvm":
+        args += ["-machine", "accel=kvm"]  # KVM or nothing: no silent fallback to TCG
+    if lay.numa_nodes > 1:
+        # the guest's memory from its VM's nodes: QEMU inherits the policy (its RAM is allocated by it)
+        args = ["numactl", f"--membind={','.join(map(str, vm.mems))}", *args]
+    return args
+
+
+def start(lay: Layout, guest: dict) -> dict[str, dict]:
+    """Start every guest of ``lay`` at once; vm name -> {"pid", "start"} of its launcher."""
+    started = {}
+    for vm in lay.vms:
+        own = files(lay.id, vm.name)
+        Path(own["tmp"]).mkdir(mode=0o700, exist_ok=True)
+        env = {**os.environ, "TMPDIR": own["tmp"], MARK: marker(lay.id, vm.name)}
+        cpus = set(vm.cpus)
+        with open(own["console"], "wb") as console:
+            # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
+            proc = subprocess.Popen(argv(lay, vm, guest), stdin=subprocess.DEVNULL, stdout=console,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        started[vm.name] = {"pid": proc.pid, "start": procs.start_time(proc.pid)}
+    return started
+
+
+def marker(topology_id: str, vm: str) -> str:
+    return str(state.directory(topology_id) / vm)
+
+
+def wait_ready(lay: Layout, guest: dict, started: dict, timeout: float) -> dict[str, dict]:
+    """Wait for every guest's "ready" line and sshd, pinning its vCPUs as soon as its QMP answers; vm name ->
+    what it said (nic, kernel, hypervisor) and its QEMU's pid, accelerator and vCPU threads. LaunchError naming
+    the first guest that failed, died or did not come up in ``timeout`` s, with its console's last lines."""
+    deadline = time.monotonic() + timeout
+    facts = {vm.name: {} for vm in lay.vms}
+    while True:
+        waiting = False
+        for vm in lay.vms:
+            seen = facts[vm.name]
+            if "ready" in seen:
+                continue
+            waiting = True
+            own = files(lay.id, vm.name)
+            text = _tail(own["console"])
+            failed = FAILED.search(text)
+            if failed:
+                raise LaunchError(f"VM {vm.name}: its guest could not set itself up: {failed.group(1).strip()}")
+            if "qemu_pid" not in seen and os.path.exists(own["qmp"]) and os.path.exists(own["pidfile"]):
+                seen.update(_pinned(vm, own, guest))
+            if not procs.start_time(started[vm.name]["pid"]) or "qemu_pid" in seen and not _alive(seen):
+                raise LaunchError(f"VM {vm.name}: its guest ended before it was up ({_last_lines(text)})")
+            found = READY.search(text)
+            if found and "qemu_pid" in seen and _answers(vm.address):
+                seen.update(_said(found.group(1)), ready=True)
+        if not waiting:
+            return {name: {k: v for k, v in seen.items() if k != "ready"} for name, seen in facts.items()}
+        if time.monotonic() > deadline:
+            late = [vm for vm in lay.vms if "ready" not in facts[vm.name]]
+            vm = late[0]
+            raise LaunchError(f"VM {vm.name}{f' (and {len(late) - 1} more)' if len(late) > 1 else ''}: its guest did "
+                              f"not come up within {timeout:g} s ({guest['accel']}); its console's last lines: "
+                              f"{_last_lines(_tail(files(lay.id, vm.name)['console']))}")
+        time.sleep(POLL)
+
+
+def _pinned(vm: GuestPlan, own: dict, guest: dict) -> dict:
+    """Ask QEMU what it is (KVM or not, its version, its vCPU threads) and pin each vCPU thread to one of the
+    VM's cpus."""
+    try:
+        qemu_pid = int(Path(own["pidfile"]).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return {}  # being written
+    with Qmp(own["qmp"]) as qmp:
+        kvm = qmp.command("query-kvm")
+        version = qmp.command("query-version").get("qemu", {})
+        threads = {cpu["cpu-index"]: cpu["thread-id"] for cpu in qmp.command("query-cpus-fast")}
+    if guest["accel"] == "kvm" and not kvm.get("enabled"):
+        raise LaunchError(f"VM {vm.name}: QEMU runs it without KVM although KVM was asked for")
+    pinned = {}
+    for index, thread in sorted(threads.items()):
+        cpu = vm.cpus[index % len(vm.cpus)]
+        try:
+            os.sched_setaffinity(thread, {cpu})
+        except OSError as exc:
+            raise LaunchError(f"VM {vm.name}: vCPU {index} (thread {thread}) cannot be pinned to cpu {cpu}: "
+                              f"{exc.strerror}") from None
+        pinned[str(index)] = {"thread": thread, "cpu": cpu}
+    return {"qemu_pid": qemu_pid, "qemu_start": procs.start_time(qemu_pid), "kvm": bool(kvm.get("enabled")),
+            "qemu": f"{version.get('major')}.{version.get('minor')}.{version.get('micro')}", "vcpus": pinned}
+
+
+def _said(text: str) -> dict:
+    said = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    return {"nic": said.get("nic"), "kernel": said.get("kernel"), "hypervisor": said.get("hypervisor") == "1",
+            "booted_in_s": float(said["uptime"]) if re.fullmatch(r"[0-9.]+", said.get("uptime", "")) else None}
+
+
+def _answers(address: str) -> bool:
+    try:
+        with socket.create_connection((address, SSH_PORT), timeout=1.0) as sock:
+            sock.settimeout(2.0)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _alive(seen: dict) -> bool:
+    return procs.start_time(seen["qemu_pid"]) == seen["qemu_start"]
+
+
+def alive(facts: dict) -> bool:
+    """Is this guest's QEMU (as ``wait_ready`` found it) still running?"""
+    return "qemu_pid" in facts and _alive(facts)
+
+
+def _tail(path: str, size: int = 64 << 10) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _last_lines(text: str, count: int = 4) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-count:])[-600:] or "nothing on its console"
+
+
+# ---- ending them ----------------------------------------------------------------------------
+
+def processes(topology_ids=None, unknown: set[str] | None = None) -> dict[int, str]:
+    """pid -> its guest marker, for every process of a guest of ``topology_ids`` (or, with ``unknown``, of a
+    topology whose id is not in it: an orphan)."""
+    prefix = f"{MARK}={state.RUN_DIR}/".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(prefix):
+                topology_id = item[len(prefix):].split(b"/")[0].decode(errors="replace")
+                if (topology_ids is not None and topology_id in topology_ids) or \
+                        (unknown is not None and state.ID.fullmatch(topology_id) and topology_id not in unknown):
+                    found[int(entry.name)] = item.decode(errors="replace").split("=", 1)[1]
+                break
+    return found
+
+
+def stop(topology_id: str) -> list[int]:
+    """End every process of the topology's guests: QEMU first (SIGTERM: it stops the guest at once), then
+    virtme-ng's launcher and whatever else is left; their pids."""
+    found = processes({topology_id})
+    qemus = [pid for pid in found if procs.stat_fields(pid) and _comm(pid).startswith("qemu-system")]
+    procs.kill(qemus, grace=2.0)
+    rest = processes({topology_id})
+    procs.kill(sorted(rest), grace=2.0)
+    return sorted(set(found) | set(rest))
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

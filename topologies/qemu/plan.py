@@ -1,0 +1,138 @@
+"""What a qemu topology is made of, and how mpirun reaches its ranks: pure planning.
+
+``layout()`` turns a qemu topology into the names, addresses and files of what the backend makes: the switch
+fabric (fabric.py: bridges, shaped uplinks, the head), and per VM a tap on its switch's bridge, a MAC and an
+address, the host cpus its vCPU threads are pinned to and the NUMA nodes its memory is bound to (sizing.py, as
+for emulated VMs), and its files in the topology's state directory (QMP socket, console log, pid file).
+``launch_spec()`` places ranks on the VMs as the emulated VMs' ranks are placed (ranks.py) and starts them
+the way the hosts backend starts ranks on hosts: over SSH (sshlaunch.py), to the sshd in each guest.
+
+Names, with ID the topology's 4 hex digits: taps ``vnbIDt<n>`` (state.ANY_LINK), MACs ``02:76:ID:00:<n>``
+(locally administered), files under ``/run/vnetbench/ID``.
+"""
+
+import ipaddress
+from dataclasses import asdict, dataclass
+
+from .. import fabric, state
+from ..base import LaunchSpec
+from ..fabric import Fabric, SwitchPlan
+from ..host import HostFacts
+from ..ranks import place
+from ..sizing import assign_cpus, memory_nodes, usable_by_node
+from ..sshlaunch import SshHost, ssh_launch
+
+SSH_PORT = 2222  # the guests' own sshd (the host's /usr/sbin/sshd, started in each guest)
+TAP = "t"  # a tap's letter among the VM links (state.ANY_LINK)
+
+
+@dataclass(frozen=True)
+class GuestPlan:
+    name: str
+    index: int
+    hostname: str
+    tap: str
+    mac: str
+    address: str
+    switch: str
+    bridge: str
+    vcpus: int
+    cpus: tuple[int, ...]
+    mems: tuple[int, ...]
+    memory: int
+    numa: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    id: str
+    name: str
+    subnet: str
+    head: str
+    head_bridge: str
+    physical: str | None
+    placement: str
+    vms: tuple[GuestPlan, ...]
+    switches: tuple[SwitchPlan, ...]
+    host_cpus: tuple[int, ...]
+    numa_nodes: int  # the host's: guests' memory is bound to theirs only where there is more than one
+
+    @property
+    def fabric(self) -> Fabric:
+        return Fabric(self.id, self.name, self.subnet, self.head, self.head_bridge, self.physical, self.switches)
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.IPv4Network(self.subnet).prefixlen
+
+    def vm(self, name: str) -> GuestPlan:
+        return next(vm for vm in self.vms if vm.name == name)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Layout":
+        vms = tuple(GuestPlan(**{**vm, "cpus": tuple(vm["cpus"]), "mems": tuple(vm["mems"])}) for vm in data["vms"])
+        switches = tuple(SwitchPlan(**{**sw, "uplink": tuple(sw["uplink"]) if sw["uplink"] else None})
+                         for sw in data["switches"])
+        return cls(**{**data, "vms": vms, "switches": switches, "host_cpus": tuple(data["host_cpus"])})
+
+
+def mac(topology_id: str, index: int) -> str:
+    return f"02:76:{topology_id[:2]}:{topology_id[2:]}:{index >> 8:02x}:{index & 0xff:02x}"
+
+
+def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:
+    tid = topology.id
+    fab = fabric.plan(topology, subnet)
+    cpus_by_node = usable_by_node(host, topology)
+    assigned = assign_cpus(topology.vms, cpus_by_node)
+    vms = []
+    for i, (vm, (cpus, mems)) in enumerate(zip(topology.vms, assigned)):
+        vms.append(GuestPlan(
+            name=vm.name, index=i, hostname=f"{topology.name}-{vm.name}", tap=f"{fabric.names(tid)['vm_link']}{TAP}{i}",
+            mac=mac(tid, i), address=fabric.vm_address(subnet, i), switch=vm.switch, bridge=fab.bridge_of(vm.switch),
+            vcpus=vm.vcpus, cpus=cpus, mems=memory_nodes(vm.memory_policy, mems, cpus_by_node), memory=vm.memory,
+            numa=str(vm.numa)))
+    return Layout(id=tid, name=topology.name, subnet=fab.subnet, head=fab.head, head_bridge=fab.head_bridge,
+                  physical=fab.physical, placement=topology.placement, vms=tuple(vms), switches=fab.switches,
+                  host_cpus=tuple(sorted(c for cpus in cpus_by_node.values() for c in cpus)),
+                  numa_nodes=len(host.cpus_by_node))
+
+
+def files(topology_id: str, vm: str) -> dict[str, str]:
+    """A guest's files on the host, in its topology's state directory."""
+    folder = state.directory(topology_id)
+    return {"qmp": str(folder / f"{vm}.qmp"), "console": str(folder / f"{vm}.console"),
+            "pidfile": str(folder / f"{vm}.pid"), "tmp": str(folder / f"tmp-{vm}")}
+
+
+def tap_lines(lay: Layout) -> list[str]:
+    """ip lines that make each VM's tap and put it on its switch's bridge (fabric.create_lines' ``attach``)."""
+    return [line for vm in lay.vms for line in (f"tuntap add dev {vm.tap} mode tap",
+                                                 f"link set dev {vm.tap} master {vm.bridge} up")]
+
+
+# ---- ranks ------------------------------------------------------------------------------
+
+def launch_spec(lay: Layout, ranks: int, bind: str | None, *, ssh_args: list[str], guests: dict,
+                hostfile) -> LaunchSpec:
+    """How mpirun starts ``ranks`` ranks in the guests of ``lay``: placed on the VMs as emulated VMs' ranks are
+    (ranks.py: in proportion to vCPUs, block or round-robin), started over SSH as on hosts
+    (sshlaunch.py), each rank bound to a vCPU of
+    its guest while they fit; ``guests`` are what each guest said when it came up (its NIC, its kernel)."""
+    order = place(ranks, [vm.vcpus for vm in lay.vms], lay.placement)
+    hosts = [SshHost(vm.hostname, vm.address, vm.switch, vm.vcpus) for vm in lay.vms]
+    spec = ssh_launch(hosts, order, placement=lay.placement, subnet=lay.subnet, ssh_args=ssh_args, bind=bind,
+                      hostfile=hostfile)
+    for rank, i in enumerate(order):
+        vm = lay.vms[i]
+        seen = guests.get(vm.name, {})
+        spec.expected_placement[rank]["hostname"] = vm.hostname
+        spec.placement_labels[rank] = {"vm": vm.name, "host": vm.hostname, "switch": vm.switch, "address": vm.address,
+                                       "nic": seen.get("nic"), "mac": vm.mac, "vcpus": vm.vcpus,
+                                       "vm_cpus": list(vm.cpus), "numa_nodes": list(vm.mems)}
+    spec.notes["ranks_per_vm"] = spec.notes.pop("ranks_per_host")
+    spec.notes["vms"] = spec.notes.pop("hosts")
+    return spec
