@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""vnetbench against C references of the same loops, measured alternately in one run; prints ratios.
+"""vnetbench against C references of the same loops, and its own cost against bare launchers, measured
+alternately in one run; prints ratios and differences.
 
     python benchmarks/run_perf.py            # full: the kernels' default counts, 9 repetitions
     python benchmarks/run_perf.py --quick    # fewer repetitions and iterations
@@ -22,9 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf import FORMAT_VERSION, HarnessError, build, measure, table, targets  # noqa: E402
+from perf import FORMAT_VERSION, HarnessError, build, launch, measure, table, targets  # noqa: E402
 
-PAIRS = ("stream", "pingpong", "halo", "overhead")
+# overhead: `vnetbench run` against the bare launcher, one pair per MPI present (perf/launch.py);
+# startup: `vnetbench --help` and `vnetbench report` on a 10-record store
+PAIRS = ("stream", "pingpong", "halo", "overhead", "startup")
 
 
 def parse(argv):
@@ -98,23 +101,32 @@ def machine(info) -> str:
     return f"{info['cpu']} ({ident})" if ident else info["cpu"]
 
 
-def make_pairs(names, settings, binaries, store):
-    from vnetbench import mpi, topologies
+def make_pairs(names, settings, binaries, folder: Path):
+    from vnetbench import mpi
 
-    # the same mpirun arguments as `vnetbench run` on this host, for C and Python alike
-    with topologies.realise(topologies.load("native")) as up:
-        spec = up.launch(settings.ranks)
-    launch = [str(mpi.mpirun()), *spec.mpirun_args]
+    # the same mpirun arguments as `vnetbench run --mpi <the wheel's mpirun>` on this host, for C and Python alike
+    wheel = launch.resolve("wheel Open MPI", str(mpi.mpirun()), settings.ranks)
+    argv = wheel.launcher.command(wheel.spec.intent, [])
+
+    def overhead():
+        found = launch.present()
+        if not found:
+            raise HarnessError(f"no MPI launcher found (looked for {', '.join(launch.FLAVOURS.values())})")
+        return [launch.kernel_pair(launch.resolve(name, path, settings.ranks), settings.ranks,
+                                   folder / f"overhead-{i}.jsonl", settings.overhead_repeat)
+                for i, (name, path) in enumerate(found.items())]
+
     makers = {
-        "stream": lambda: targets.stream_pair(settings, launch, binaries["stream_ref"]),
-        "pingpong": lambda: targets.pingpong_pair(settings, launch, binaries["pingpong_ref"]),
-        "halo": lambda: targets.halo_pair(settings, launch, binaries["halo_ref"]),
-        "overhead": lambda: targets.overhead_pair(settings, launch, store),
+        "stream": lambda: [targets.stream_pair(settings, argv, binaries["stream_ref"])],
+        "pingpong": lambda: [targets.pingpong_pair(settings, argv, binaries["pingpong_ref"])],
+        "halo": lambda: [targets.halo_pair(settings, argv, binaries["halo_ref"])],
+        "overhead": overhead,
+        "startup": lambda: launch.startup_pairs(folder, settings.overhead_repeat),
     }
-    return [makers[name]() for name in names], launch
+    return [pair for name in names for pair in makers[name]()], argv
 
 
-def document(command, info, settings, launch, pairs, results, verdicts) -> dict:
+def document(command, info, settings, argv, pairs, results, verdicts) -> dict:
     def per_side(name, attribute):
         return {side: getattr(results[name][side], attribute) for side in measure.SIDES}
 
@@ -124,7 +136,7 @@ def document(command, info, settings, launch, pairs, results, verdicts) -> dict:
         "passed": all(v.passed for v in verdicts),
         "environment": info,
         "settings": vars(settings),
-        "launch": launch,
+        "launch": argv,
         "pairs": {p.name: {"reference": p.reference, "subject": p.subject, "repeat": p.repeat, "notes": p.notes,
                            "walls_s": per_side(p.name, "walls"), "others_busy_cores": per_side(p.name, "others_busy"),
                            "samples": per_side(p.name, "values"), "problems": per_side(p.name, "problems")}
@@ -133,12 +145,12 @@ def document(command, info, settings, launch, pairs, results, verdicts) -> dict:
     }
 
 
-def header(command, info, settings, launch) -> str:
+def header(command, info, settings, argv) -> str:
     busy = info["others_busy_cores_median"]
     return "\n".join([
         f"{command}  |  {machine(info)}, {info['usable_cpus']} cpus, {info['libc']}, Open MPI {info['open_mpi']}, "
         f"{info['compiler']} {' '.join(build.FLAGS)}",
-        f"{settings.ranks} ranks, mpirun {' '.join(launch[1:])}; STREAM {settings.stream_array_size} elements "
+        f"{settings.ranks} ranks, mpirun {' '.join(argv[1:])}; STREAM {settings.stream_array_size} elements "
         f"per array, {settings.stream_ntimes} times; {settings.repeat} repetitions per kernel "
         f"(stream {settings.stream_repeat}, overhead {settings.overhead_repeat}), C and vnetbench alternating; "
         f"best repetition of each (stream: median of the per-repetition ratios, per rank; overhead: median of "
@@ -163,23 +175,28 @@ def main(argv=None) -> int:
         print(f"run_perf: error: {exc}", file=sys.stderr)
         return 2
     info = environment(settings)
+    launch.compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="vnetbench-perf-") as tmp:
-        pairs, launch = make_pairs(args.only, settings, binaries, Path(tmp) / "results.jsonl")
-        results = measure.measure(pairs, lambda text: print(f"run_perf: {text}", file=sys.stderr, flush=True),
-                                  args.quiet_wait)
+        try:
+            pairs, launch_argv = make_pairs(args.only, settings, binaries, Path(tmp))
+            results = measure.measure(pairs, lambda text: print(f"run_perf: {text}", file=sys.stderr, flush=True),
+                                      args.quiet_wait)
+        except HarnessError as exc:
+            print(f"run_perf: error: {exc}", file=sys.stderr)
+            return 2
     verdicts = measure.verdicts(pairs, results)
     busy = [b for per_pair in results.values() for side in per_pair.values() for b in side.others_busy
             if b is not None]
     info.update(loadavg_end=os.getloadavg()[0], duration_s=round(time.time() - started, 1),
                 others_busy_cores_median=round(statistics.median(busy), 2) if busy else None)
     command = " ".join(["python benchmarks/run_perf.py", *argv])
-    doc = document(command, info, settings, launch, pairs, results, verdicts)
+    doc = document(command, info, settings, launch_argv, pairs, results, verdicts)
     if args.save:
         Path(args.save).write_text(json.dumps(doc, indent=2) + "\n")
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print(header(command, info, settings, launch))
+        print(header(command, info, settings, launch_argv))
         print(table.render(verdicts, markdown=args.markdown))
         for line in table.notes(verdicts):
             print(line)

@@ -62,6 +62,12 @@ def measure(pairs: list[Pair], log: Callable[[str], None] = lambda text: None,
     to leave the cores (mostly) idle.
     """
     results = {pair.name: {side: Samples() for side in SIDES} for pair in pairs}
+    for pair in pairs:
+        if pair.warmup:
+            for side in SIDES:
+                run = programs.run(pair.reference if side == "reference" else pair.subject, pair.timeout,
+                                   pair.reference_env if side == "reference" else None)
+                log(f"{pair.name} {side} warm-up: {run.wall_s:.1f} s" + (f" ({run.problem()})" if run.problem() else ""))
     for repetition in range(max(pair.repeat for pair in pairs)):
         for pair in pairs:
             if repetition >= pair.repeat:
@@ -72,7 +78,7 @@ def measure(pairs: list[Pair], log: Callable[[str], None] = lambda text: None,
                 reader = pair.read_reference if side == "reference" else pair.read_subject
                 if quiet_wait > 0:
                     programs.wait_for_quiet(quiet_wait)
-                run = programs.run(argv, pair.timeout)
+                run = programs.run(argv, pair.timeout, pair.reference_env if side == "reference" else None)
                 into = results[pair.name][side]
                 into.walls.append(run.wall_s)
                 into.others_busy.append(run.others_busy)

@@ -78,11 +78,13 @@ def wait_for_quiet(max_wait: float, threshold: float = 0.5) -> float | None:
     return busy
 
 
-def run(argv: list[str], timeout: float) -> Finished:
-    """Start ``argv`` in a session of its own and time it to its exit; kill what is left after."""
+def run(argv: list[str], timeout: float, env: dict | None = None) -> Finished:
+    """Start ``argv`` (in ``env``, default vnetbench's ``mpi.run_env()``) in a session of its own and time it
+    to its exit; kill what is left after."""
+    env = mpi.run_env() if env is None else env
     busy_before, ours_before = busy_seconds(), _children_cpu()
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=mpi.run_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
     timed_out = False
     try:

@@ -22,6 +22,8 @@ def _measure(value: float | None, v: Verdict) -> str:
         return "-"
     if v.check.kind == "ratio":
         return f"{value * 100:.1f}%"
+    if v.check.kind == "value":
+        return f"{value:.3f} {v.check.unit}"
     return f"{value:+.3f} {v.check.unit}"
 
 
@@ -41,6 +43,8 @@ def _threshold(v: Verdict) -> str:
     sign = "<" if c.strict else ("<=" if not (c.kind == "ratio" and c.higher_is_better) else ">=")
     if c.kind == "ratio":
         return f"{sign} {c.threshold * 100:.0f}%"
+    if c.kind == "value":
+        return f"{sign} {c.threshold:.2f} {c.unit}"
     return f"{sign} {c.threshold:+.2f} {c.unit}"
 
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from vnetbench import mpi
-
 from .programs import Finished
 
 OPS = ("copy", "scale", "add", "triad")
@@ -24,13 +22,14 @@ class Unusable(Exception):
 
 @dataclass(frozen=True)
 class Check:
-    """One target: ``measured`` = subject / reference ("ratio") or subject - reference ("difference"),
-    passing when it is on the right side of ``threshold`` (>= for higher-is-better values)."""
+    """One target: ``measured`` = subject / reference ("ratio"), subject - reference ("difference") or the
+    subject's own value ("value": the reference is shown for scale), passing when it is on the right side of
+    ``threshold`` (>= for higher-is-better values)."""
 
     key: str
     label: str
     unit: str
-    kind: str          # "ratio" | "difference"
+    kind: str          # "ratio" | "difference" | "value"
     threshold: float
     higher_is_better: bool
     # over repetitions: "best" (max or min of each side), "median" (of each side), or "paired"
@@ -45,6 +44,8 @@ class Check:
         return max(samples) if self.higher_is_better else min(samples)
 
     def measure(self, reference: float, subject: float) -> float:
+        if self.kind == "value":
+            return subject
         return subject / reference if self.kind == "ratio" else subject - reference
 
     def compare(self, reference: list[float | None], subject: list[float | None]) -> tuple[float, float, float]:
@@ -77,6 +78,8 @@ class Pair:
     repeat: int = 1
     timeout: float = 600.0
     notes: dict = field(default_factory=dict)
+    reference_env: dict | None = None  # the reference's whole environment (None: as the subject's)
+    warmup: bool = False  # run each side once, unrecorded, first (page cache, compiled code, link directories)
 
 
 @dataclass(frozen=True)
@@ -211,28 +214,4 @@ def halo_pair(settings: Settings, launch: list[str], binary: Path) -> Pair:
         checks=[Check("step", "halo step, --compute 0 (median)", "ms", "ratio", 1.10, False)],
         repeat=settings.repeat,
         notes={**opts, "step": "median over steps of the slowest rank's step time"},
-    )
-
-
-def overhead_pair(settings: Settings, launch: list[str], store: Path) -> Pair:
-    opts = {"min_size": 1, "max_size": 1, "iterations": 10}
-    vnetbench = str(mpi.bindir() / "vnetbench")
-    subject = [vnetbench, "run", "pingpong", "--ranks", str(settings.ranks), *_kernel("pingpong", opts)[4:],
-               "--json", "--store", str(store)]
-
-    def read(run: Finished) -> dict[str, float]:
-        _record(run)
-        return {"wall": run.wall_s}
-
-    return Pair(
-        name="overhead",
-        reference=[*launch, *_kernel("pingpong", opts)],
-        subject=subject,
-        read_reference=read,
-        read_subject=read,
-        checks=[Check("wall", "vnetbench run vs bare mpirun, start to exit", "s", "difference", 0.5, False,
-                      statistic="paired", strict=True)],
-        repeat=settings.overhead_repeat,
-        timeout=300.0,
-        notes={**opts, "value": "wall seconds from start to exit; median of the per-repetition differences"},
     )
