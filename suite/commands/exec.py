@@ -18,8 +18,6 @@ from . import COMMANDS, common
 
 
 def register(sub):
-    from vnetbench.apps.parsers import PARSERS
-
     parser = sub.add_parser("exec", help=COMMANDS["exec"], description=__doc__.replace("``", ""))
     common.add_topology(parser, required=True)
     common.add_vms(parser)
@@ -30,11 +28,17 @@ def register(sub):
     parser.add_argument("--record", action="store_true",
                         help="store the run as a record (elapsed time, exit status, output tail, placement)")
     common.add_store(parser, default=False, help="with --record: results store")
-    parser.add_argument("--parser", metavar="NAME", help=f"with --record: read metrics with a built-in parser "
-                                                         f"({', '.join(PARSERS)})")
+    parser.add_argument("--parser", metavar="NAME", help=common.Shown(_parsers_help))
     common.add_mpi(parser)
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     parser.set_defaults(func=handle)
+
+
+def _parsers_help() -> str:
+    # the applications' package imports its pydantic model (about 70 ms): only for help, not for every exec
+    from vnetbench.apps.parsers import PARSERS
+
+    return f"with --record: read metrics with a built-in parser ({', '.join(PARSERS)})"
 
 
 def handle(args) -> int:
