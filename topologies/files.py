@@ -5,7 +5,6 @@ import os
 import stat
 from pathlib import Path
 
-import yaml
 
 from vnetbench.errors import SpecError
 
@@ -84,6 +83,8 @@ def read_yaml(text: str, label: str, what: str, *, aliases: bool = True, tree: b
     SpecError '<label>:LINE: ...' (one line) when it is not valid YAML, nests deeper than
     MAX_DEPTH, holds a number too long to read or, unless ``aliases``, uses an alias.
     """
+    import yaml  # here: a run on a preset reads no YAML, and importing it costs every run ~12 ms
+
     try:
         _check_events(text, label, what, aliases)
         node = yaml.compose(text, Loader=yaml.SafeLoader) if tree else None
@@ -105,6 +106,8 @@ def read_yaml(text: str, label: str, what: str, *, aliases: bool = True, tree: b
 
 
 def _check_events(text: str, label: str, what: str, aliases: bool) -> None:
+    import yaml
+
     # the event stream is produced without recursion, so it is safe to walk whatever the depth
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
