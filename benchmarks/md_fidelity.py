@@ -8,7 +8,8 @@
 
 For each physics, runs md (`vnetbench run md`) and LAMMPS (`vnetbench exec -- lmp`, pair style lj/cut,
 the same input numbers) on native, 2vm-1vswitch and 2vm-2vswitch (and the 4-VM presets with --four,
-which needs 4 ranks), alternating which goes first, both under the MPI LAMMPS is linked against. The
+which needs 4 ranks), one code on every topology and then the other, which goes first and the order
+of the topologies turning round every repetition, both under the MPI LAMMPS is linked against. The
 presets: LAMMPS's in.lj (cutoff 2.5, 256,000 atoms) and a longer cutoff (5.0 at 108,000 atoms: about 7x
 the pair work per byte exchanged); --custom adds any fcc Lennard-Jones liquid (cells per side, cutoff,
 density, temperature, steps), so that a fidelity claim can be checked on physics nobody tuned on.
@@ -201,9 +202,12 @@ def measure(args, log) -> dict:
             for rep in range(args.repeat):
                 for physics, p in args.problems.items():
                     with held(args.lock), standing(specs if args.lock else [], log):
-                        for name in names:
-                            order = ("md", "lammps") if (rep + names.index(name)) % 2 == 0 else ("lammps", "md")
-                            for side in order:
+                        # an overhead is one code's ratio of its own runs, so each code's runs on every
+                        # topology come one after the other (a drift in the machine's speed between them
+                        # then moves less); which code goes first, and the order of the topologies, turn
+                        # round every repetition
+                        for side in ("md", "lammps") if rep % 2 == 0 else ("lammps", "md"):
+                            for name in names if rep % 2 == 0 else names[::-1]:
                                 sample = one_run(side, files[name], p, args, infile, store, mpi, log)
                                 samples[physics][name][side].append(sample)
                                 others = sample["others_busy_before"]
