@@ -177,8 +177,9 @@ class OpenMPI4(Launcher):
         return [self.path, *args, *mca_args(mca), *program]
 
     def rank_mca(self, intent):
-        # vader is 4.x's shared memory (5.x: sm)
-        return {key: (value.replace("sm", "vader") if key == "btl" else value) for key, value in intent.mca.items()}
+        # vader is 4.x's shared memory (5.x: sm), in the list of BTLs and in its parameters' names
+        return {key.replace("btl_sm_", "btl_vader_", 1): (value.replace("sm", "vader") if key == "btl" else value)
+                for key, value in intent.mca.items()}
 
 
 @register("mpich")

@@ -106,8 +106,10 @@ class Plan:
         return self.workload.params
 
     def key(self, job: Job) -> ConfigKey:
-        return ConfigKey(self.kernel, job.topology, job.ranks, canonical(self.params), job.bind,
-                         canonical(self.run_options))
+        # the topology as its records name it: a ref (a YAML path, qemu:REF) is not the topology's name
+        loaded = self.topologies.get(job.topology)
+        return ConfigKey(self.kernel, loaded.name if loaded is not None else job.topology, job.ranks,
+                         canonical(self.params), job.bind, canonical(self.run_options))
 
 
 def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: int, *, bind: str | None = None,

@@ -34,6 +34,7 @@ def register(sub):
     up.set_defaults(func=handle_up)
     down = actions.add_parser("down", help="take a topology down")
     down.add_argument("ref", metavar="NAME|FILE")
+    common.add_vms(down)
     down.set_defaults(func=handle_down)
     status = actions.add_parser("status", help="the topologies that are up, with their age")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -102,6 +103,7 @@ def handle_down(args) -> int:
     from vnetbench import topologies
 
     topology, why = None, None
+    args.ref = common.vm_ref(args, args.ref)
     try:
         topology = topologies.load(args.ref, what="NAME|FILE")
     except UsageError as exc:  # a topology up under a name or file that no longer loads is still taken down

@@ -131,7 +131,11 @@ def test_ranks_reach_the_guests_over_ssh_as_on_hosts(tmp_path):
     assert spec.placement_labels[0]["nic"] == "enp0s10" and spec.placement_labels[0]["vm_cpus"] == [0]
     program = ["python", "-m", "x"]
     assert "plm_ssh_args" in OpenMPI5("/x/mpirun", "5.0.0").command(intent, program)
-    assert "plm_rsh_args" in OpenMPI4("/x/mpirun", "4.1.4").command(intent, program)
+    orte = OpenMPI4("/x/mpirun", "4.1.4").command(intent, program)
+    assert "plm_rsh_args" in orte
+    # a guest's ranks share memory in its own /dev/shm, not in the host's job directory: under 4.x's name too
+    assert "btl_vader_backing_directory" in orte and orte[orte.index("btl_vader_backing_directory") + 1] == "/dev/shm"
+    assert intent.mca["btl_sm_backing_directory"] == "/dev/shm"
     # MPICH's rendering (an ssh wrapper beside the hostfile) needs the head's address up: tests/guest/test_qemu.py
 
 

@@ -16,17 +16,12 @@ Submodules are imported where they are used: the launch agent imports this packa
 per run, and needs none of them (nor the spec model).
 """
 
-import atexit
-import signal
-import threading
-
-from vnetbench.errors import Interrupted
-
 from ..base import LaunchSpec, Realised, idle_vms, register
+from ..lifecycle import Owned
 
 
 @register("netns")
-class NetnsBackend(Realised):
+class NetnsBackend(Owned, Realised):
     """A netns topology that is up: brought up by this object (and torn down by ``close``,
     at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
 
@@ -99,20 +94,9 @@ class NetnsBackend(Realised):
         from . import life, plan
 
         super().__init__(topology)
-        self._closed = False
-        self._handlers = {}
-        # from before the first object exists: a SIGTERM half-way through tears down what was made
-        self._catch_signals()
-        try:
-            self.state, self.brought_up = life.up(topology, persistent=False)
-        except BaseException:
-            self._restore_signals()
-            raise
+        self.kind = life.KIND
+        self._bring_up(topology)  # lifecycle.Owned: down at close, at exit and on SIGTERM/SIGHUP
         self.layout = plan.Layout.from_dict(self.state["layout"])
-        if self.brought_up:
-            atexit.register(self.close)
-        else:
-            self._restore_signals()
 
     def check_ranks(self, ranks: int) -> None:
         from . import plan
@@ -153,42 +137,6 @@ class NetnsBackend(Realised):
         if self.topology.scaled:
             described["scaled"] = self.topology.scaled
         return described
-
-    def close(self) -> None:
-        from .. import lifecycle, state
-        from . import life
-
-        if self._closed:
-            return
-        # a signal held back until the end of the teardown finds the previous handlers, not ours
-        self._restore_signals()
-        with lifecycle.signals_blocked():
-            # closed only once signals are held: a signal that lands before this point leaves the
-            # teardown to the atexit registration, which is still there
-            if self._closed:
-                return
-            self._closed = True
-            atexit.unregister(self.close)
-            if self.brought_up:
-                with state.locked():
-                    life.teardown(self.state)
-
-    def _catch_signals(self):
-        if threading.current_thread() is not threading.main_thread():
-            return  # only the main thread may set handlers; atexit and close() still tear down
-
-        def terminate(signum, frame):
-            raise Interrupted(signum)
-
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) == signal.SIG_DFL:  # the CLI has its own; a library user may not
-                self._handlers[sig] = signal.signal(sig, terminate)
-
-    def _restore_signals(self):
-        for sig, handler in self._handlers.items():
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(sig, handler)
-        self._handlers = {}
 
 
 def _one_host(topology) -> list[tuple[tuple, str]]:

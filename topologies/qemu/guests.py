@@ -34,9 +34,9 @@ POLL = 0.2
 CACHED_TAG = "vnbroot"
 
 
-def argv(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
-    """virtme-run's argv for ``vm`` (``guest``: the state's guest facts: kernel, accel, vhost, rootfs)."""
-    from .sshd import folders
+def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
+    """virtme-run's options for ``vm`` (``guest``: the state's guest facts: kernel, accel, vhost, rootfs)."""
+    from .sshd import folders, numba_cache
 
     shared = str(folders(lay.id)[0])
     own = files(lay.id, vm.name)
@@ -44,13 +44,13 @@ def argv(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     command = ["/bin/sh", str(GUEST_SCRIPT), vm.mac, f"{vm.address}/{lay.prefixlen}", shared]
     if guest["rootfs"] == "9p":
         command.append(CACHED_TAG)
-    args = [machine.virtme_run(), "--kimg", guest["kernel"]["image"], "--mods", "auto", "--name", vm.hostname,
+    args = ["--kimg", guest["kernel"]["image"], "--mods", "auto", "--name", vm.hostname,
             "--memory", f"{vm.memory >> 20}M", "--cpus", str(vm.vcpus), "--disable-microvm"]
     args += ["--disable-kvm"] if guest["accel"] == "tcg" else []
     args += ["--force-9p"] if guest["rootfs"] == "9p" else []
     for place in OVERLAYS:
         args += ["--overlay-rwdir", place]
-    args += [f"--rodir={shared}", "--script-sh", shlex.join(command),
+    args += [f"--rodir={shared}", f"--rwdir={numba_cache()}", "--script-sh", shlex.join(command),
              # --qemu-opts takes the rest: it comes last
              "--qemu-opts", "-netdev", netdev, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}",
              "-qmp", f"unix:{own['qmp']},server=on,wait=off", "-pidfile", own["pidfile"]]
@@ -60,26 +60,30 @@ def argv(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
                  "-device", f"virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}"]
     if guest["accel"] == "kvm":
         args += ["-machine", "accel=kvm"]  # KVM or nothing: no silent fallback to TCG
-    if lay.numa_nodes > 1:
-        # the guest's memory from its VM's nodes: QEMU inherits the policy (its RAM is allocated by it)
-        args = ["numactl", f"--membind={','.join(map(str, vm.mems))}", *args]
     return args
 
 
-def start(lay: Layout, guest: dict) -> dict[str, dict]:
-    """Start every guest of ``lay`` at once; vm name -> {"pid", "start"} of its launcher."""
+def membind(lay: Layout, vm: GuestPlan) -> list[str]:
+    """What starts a guest with its memory on its VM's NUMA nodes (QEMU inherits the policy and allocates the
+    guest's RAM under it), where the host has several."""
+    return ["numactl", f"--membind={','.join(map(str, vm.mems))}"] if lay.numa_nodes > 1 else []
+
+
+def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
+    """Start every guest of ``lay`` at once; vm name -> its launcher (virtme-run)."""
     started = {}
     for vm in lay.vms:
         own = files(lay.id, vm.name)
         Path(own["tmp"]).mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "TMPDIR": own["tmp"], MARK: marker(lay.id, vm.name)}
         cpus = set(vm.cpus)
+        command = [*membind(lay, vm), machine.virtme_run(), *options(lay, vm, guest)]
         with open(own["console"], "wb") as console:
             # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
-            proc = subprocess.Popen(argv(lay, vm, guest), stdin=subprocess.DEVNULL, stdout=console,
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     preexec_fn=lambda: os.sched_setaffinity(0, cpus))
-        started[vm.name] = {"pid": proc.pid, "start": procs.start_time(proc.pid)}
+        started[vm.name] = proc
     return started
 
 
@@ -87,7 +91,7 @@ def marker(topology_id: str, vm: str) -> str:
     return str(state.directory(topology_id) / vm)
 
 
-def wait_ready(lay: Layout, guest: dict, started: dict, timeout: float) -> dict[str, dict]:
+def wait_ready(lay: Layout, guest: dict, started: dict[str, subprocess.Popen], timeout: float) -> dict[str, dict]:
     """Wait for every guest's "ready" line and sshd, pinning its vCPUs as soon as its QMP answers; vm name ->
     what it said (nic, kernel, hypervisor) and its QEMU's pid, accelerator and vCPU threads. LaunchError naming
     the first guest that failed, died or did not come up in ``timeout`` s, with its console's last lines."""
@@ -107,7 +111,7 @@ def wait_ready(lay: Layout, guest: dict, started: dict, timeout: float) -> dict[
                 raise LaunchError(f"VM {vm.name}: its guest could not set itself up: {failed.group(1).strip()}")
             if "qemu_pid" not in seen and os.path.exists(own["qmp"]) and os.path.exists(own["pidfile"]):
                 seen.update(_pinned(vm, own, guest))
-            if not procs.start_time(started[vm.name]["pid"]) or "qemu_pid" in seen and not _alive(seen):
+            if started[vm.name].poll() is not None or "qemu_pid" in seen and not _alive(seen):
                 raise LaunchError(f"VM {vm.name}: its guest ended before it was up ({_last_lines(text)})")
             found = READY.search(text)
             if found and "qemu_pid" in seen and _answers(vm.address):

@@ -65,8 +65,6 @@ def create(st: dict) -> None:
     linux.ip_batch(fabric.create_lines(lay.fabric, plan.tap_lines(lay)))
     linux.tc_batch(fabric.shaping(lay.fabric))
     started = guests.start(lay, st["guest"])
-    st["launchers"] = started
-    state.write(st)  # the launchers' pids, should the wait be cut short
     st["guests"] = guests.wait_ready(lay, st["guest"], started, st["guest"]["boot_timeout"])
 
 

