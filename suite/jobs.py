@@ -283,7 +283,7 @@ def kill_processes(job_dir: Path) -> list[int]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if wanted in environ.split(b"\0"):
+        if wanted in environ.split(b"\0") and procs.sees_as_we_do(int(entry.name), job_dir):
             found.append(int(entry.name))
     procs.kill(found, grace=0)
     return found

@@ -25,6 +25,19 @@ def stat_fields(pid: int) -> list[str] | None:
     return fields if paren and len(fields) > 19 else None
 
 
+def sees_as_we_do(pid: int, path: Path) -> bool:
+    """Whether ``path`` is, for process ``pid``, the same directory it is for us. A process in a mount
+    namespace of its own (a sandbox, a container) may mean by /run/vnetbench/ID a state directory that
+    is not ours, and what it marks with that path is not ours to end. False when ``pid`` is gone."""
+    try:
+        if os.stat(f"/proc/{pid}/ns/mnt").st_ino == os.stat("/proc/self/ns/mnt").st_ino:
+            return True
+        theirs, ours = os.stat(f"/proc/{pid}/root{path}"), os.stat(path)
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+
+
 def mounts() -> list[tuple[str, str]]:
     """(mount point, file system type) of every mount this process sees, in /proc/self/mountinfo's order;
     [] when it cannot be read. Mount points come unescaped (the kernel writes a space as \\040)."""

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -68,12 +69,29 @@ def ours(topology_id: str) -> dict:
     from vnetbench.topologies import state
     from vnetbench.topologies.qemu import guests
 
-    links = sorted(name for name in os.listdir("/sys/class/net") if name.startswith(f"vnb{topology_id}"))
+    links = sorted(name for _, name in socket.if_nameindex() if name.startswith(f"vnb{topology_id}"))
     return {"links": links, "processes": sorted(guests.processes({topology_id})),
             "state": state.directory(topology_id).exists()}
 
 
 NOTHING = {"links": [], "processes": [], "state": False}
+
+
+# interfaces are read in this network namespace (ip, /proc/net), never through sysfs: tests/harness/lanes.py
+# runs this tier in a namespace of its own, where /sys still shows the host's
+def master(link: str) -> str | None:
+    (found,) = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", link], capture_output=True, text=True,
+                                         check=True).stdout)
+    return found.get("master")
+
+
+def sent_to(link: str) -> int:
+    """Bytes the host sent out of ``link`` (/proc/net/dev, this namespace's)."""
+    for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
+        name, _, counters = line.partition(":")
+        if name.strip() == link:
+            return int(counters.split()[8])
+    raise AssertionError(f"{link} is gone")
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +199,7 @@ def test_the_guests_are_up_as_planned(guests):
         bridges = {vm["name"]: vm["bridge"] for vm in st["layout"]["vms"]}
         for vm in st["layout"]["vms"]:
             seen = st["guests"][vm["name"]]
-            master = Path(f"/sys/class/net/{vm['tap']}/master").resolve().name
-            assert master == bridges[vm["name"]], f"{vm['tap']} is on {master}"
+            assert master(vm["tap"]) == bridges[vm["name"]], f"{vm['tap']} is on {master(vm['tap'])}"
             threads = seen["vcpus"]
             assert len(threads) == vm["vcpus"] == 1
             for pinned in threads.values():
@@ -238,8 +255,7 @@ def test_report_shows_no_overhead_for_tcg_runs(guests):
 def test_a_guest_killed_under_a_run_fails_it_naming_the_vm(guests):
     st = state_of(TWO)
     vm2 = next(vm for vm in st["layout"]["vms"] if vm["name"] == "vm2")
-    counter = Path(f"/sys/class/net/{vm2['tap']}/statistics/tx_bytes")
-    started = int(counter.read_text())
+    started = sent_to(vm2["tap"])
     proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "halo", "--topology", str(TWO), "--ranks", "2",
                              "--mpi", FLAVOURS["openmpi5"], "--json", "--store", str(guests["store"]), "--global",
                              "12,12,12", "--steps", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -247,7 +263,7 @@ def test_a_guest_killed_under_a_run_fails_it_naming_the_vm(guests):
     try:
         deadline = time.monotonic() + 180
         # the ranks exchange halos once a megabyte has gone to vm2 (launching it is a few kilobytes)
-        while int(counter.read_text()) - started < 1 << 20 and proc.poll() is None and time.monotonic() < deadline:
+        while sent_to(vm2["tap"]) - started < 1 << 20 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
         assert proc.poll() is None, f"the run ended before the kill:\n{proc.stderr.read()}"
         os.kill(st["guests"]["vm2"]["qemu_pid"], signal.SIGKILL)

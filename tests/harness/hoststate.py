@@ -57,9 +57,26 @@ def network() -> dict:
         "mounts": sorted(target for target in (line.split()[4] for line in open("/proc/self/mountinfo"))
                          if _considered(target) and target != "/run/netns"),
         "cgroups": cgroups,
-        "states": sorted(p for p in os.listdir("/run/vnetbench") if not p.startswith("."))
-        if os.path.isdir("/run/vnetbench") else [],
+        "states": _states(),
     }
+
+
+def _states() -> list[str]:
+    """The state root's entries, and each job's directory with its owner (who left it, when one is left)."""
+    root = "/run/vnetbench"
+    if not os.path.isdir(root):
+        return []
+    found = []
+    for name in sorted(p for p in os.listdir(root) if not p.startswith(".")):
+        found.append(name)
+        if name == "jobs":
+            for job in sorted(os.listdir(os.path.join(root, name))):
+                try:
+                    with open(os.path.join(root, name, job, "owner.json")) as owner:
+                        found.append(f"jobs/{job}: {owner.read().strip()}")
+                except OSError as exc:
+                    found.append(f"jobs/{job}: no owner ({exc.strerror})")
+    return found
 
 
 def job_processes() -> list[str]:
