@@ -11,7 +11,8 @@ another leaves about half of the CPU idle; run side by side, the two halves take
 Why a sandbox: the tiers check that the host is as they found it (tests/harness/hoststate.py: interfaces,
 namespaces, state directories, processes, /tmp, /dev/shm). The second lane runs in network, mount and PID
 namespaces of its own, with private /tmp, /var/tmp, /dev/shm, /run/netns and /run/vnetbench, so that each
-lane's checks see its own objects and never the other's, and a leak in either is still found. Without root
+lane's checks see its own objects and never the other's, and a leak in either is still found. cgroups
+belong to no namespace: only the first lane, whose tiers make them, compares them. Without root
 (or without unshare) the suite runs as one session, one test after another.
 
 Exit code: the worse of the two sessions' (pytest's codes: 0 passed, 1 failed, 2+ could not run).
@@ -73,13 +74,14 @@ def main(args: list[str]) -> int:
     print(f"tests: two lanes side by side - {', '.join(AWAY)} in a sandbox of their own (their output: {log}, "
           f"shown when both have ended), the other tiers here", file=sys.stderr, flush=True)
     sys.path.insert(0, str(ROOT / "tests"))
-    from harness import ansible_run
+    from harness import ansible_run, hoststate
 
     making = threading.Thread(target=_quietly, args=(ansible_run.prepare, WHEELHOUSE), daemon=True)
     making.start()
     with open(log, "w") as out:
         away = subprocess.Popen(sandboxed(pytest(list(AWAY))), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE)})
+                                stdin=subprocess.DEVNULL,
+                                env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), hoststate.SANDBOX_LANE: "1"})
         try:
             here = subprocess.call(pytest([f"--ignore={tier}" for tier in AWAY]))
             away_code = away.wait()
