@@ -5,6 +5,7 @@
     sudo .venv/bin/python benchmarks/md_fidelity.py --repeat 5 --json
     sudo .venv/bin/python benchmarks/md_fidelity.py --custom cells=32,cutoff=3.2,density=0.7,temperature=1.0,steps=60
     sudo .venv/bin/python benchmarks/md_fidelity.py --lock /tmp/vnb-machine.lock   # on a shared machine
+    .venv/bin/python benchmarks/md_fidelity.py --table run1.json run2.json           # earlier runs, pooled
 
 For each physics, runs md (`vnetbench run md`) and LAMMPS (`vnetbench exec -- lmp`, pair style lj/cut,
 the same input numbers) on native, 2vm-1vswitch and 2vm-2vswitch (and the 4-VM presets with --four,
@@ -88,6 +89,8 @@ def parse(argv):
                         help="before each run wait up to S seconds for other processes to use under half a core "
                              "(default 0: no wait); every sample records what others used just before it")
     parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
+    parser.add_argument("--table", nargs="+", metavar="FILE",
+                        help="run nothing: print the table of earlier --json documents, their samples pooled")
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.ranks < 1:
         parser.error("--repeat and --ranks: use whole numbers >= 1")
@@ -242,8 +245,49 @@ def overheads(samples, physics_names, names) -> list[dict]:
     return rows
 
 
+def pooled(paths: list[str]) -> dict:
+    """The result of earlier --json runs, their samples pooled (a configuration's medians over all of them)."""
+    docs = [json.loads(Path(path).read_text()) for path in paths]
+    samples, problems = {}, {}
+    for doc in docs:
+        problems.update(doc["physics"])
+        for physics, where in doc["samples"].items():
+            for name, sides in where.items():
+                for side, runs in sides.items():
+                    samples.setdefault(physics, {}).setdefault(name, {}).setdefault(side, []).extend(runs)
+    names = list(next(iter(samples.values())))
+    return {"ranks": docs[0]["ranks"], "repeat": sum(doc["repeat"] for doc in docs), "mpi": docs[0]["mpi"],
+            "physics": problems, "goal_pp": GOAL_PP, "rows": overheads(samples, list(samples), names),
+            "samples": samples, "duration_s": sum(doc.get("duration_s", 0) for doc in docs),
+            "loadavg_end": docs[-1].get("loadavg_end"), "pooled": paths}
+
+
+def table(result) -> None:
+    runs = f"{len(result['pooled'])} runs pooled, " if len(result.get("pooled", [])) > 1 else ""
+    print(f"md and LAMMPS (lj/cut) at {result['ranks']} ranks under {result['mpi']}, {runs}median of "
+          f"{result['repeat']} (best in brackets); overhead = topology / native - 1 of the step-loop time; "
+          f"{result['duration_s']:.0f} s, load average at the end {result['loadavg_end']:.2f}")
+    print("| physics | topology | LAMMPS native s | LAMMPS overhead | md native s | md overhead | gap | "
+          f"within {GOAL_PP:g} pp | others before a run, cores (max) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in result["rows"]:
+        print(f"| {r['physics']} | {r['topology']} | {r['lammps_native_s']:.2f} | "
+              f"{r['lammps_overhead_pct']:+.1f}% ({r['best_lammps_overhead_pct']:+.1f}%) | "
+              f"{r['md_native_s']:.2f} | {r['md_overhead_pct']:+.1f}% ({r['best_md_overhead_pct']:+.1f}%) | "
+              f"{r['gap_pp']:+.1f} pp ({r['best_gap_pp']:+.1f}) | {'yes' if r['met'] else 'NO'} | "
+              f"{'-' if r['others_busy_max'] is None else format(r['others_busy_max'], '.2f')} |")
+
+
 def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.table:
+        try:
+            result = pooled(args.table)
+        except (OSError, ValueError, KeyError, StopIteration) as exc:
+            print(f"md_fidelity: --table: cannot read {', '.join(args.table)}: {exc}", file=sys.stderr)
+            return 2
+        table(result)
+        return 0 if all(r["met"] for r in result["rows"]) else 1
     if os.geteuid() != 0:
         print("md_fidelity: needs root (it brings netns topologies up)", file=sys.stderr)
         return 2
@@ -258,18 +302,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        print(f"md and LAMMPS (lj/cut) at {args.ranks} ranks under {result['mpi']}, median of {args.repeat} "
-              f"(best in brackets); overhead = topology / native - 1 of the step-loop time; "
-              f"{result['duration_s']:.0f} s, load average at the end {result['loadavg_end']:.2f}")
-        print("| physics | topology | LAMMPS native s | LAMMPS overhead | md native s | md overhead | gap | "
-              f"within {GOAL_PP:g} pp | others before a run, cores (max) |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for r in result["rows"]:
-            print(f"| {r['physics']} | {r['topology']} | {r['lammps_native_s']:.2f} | "
-                  f"{r['lammps_overhead_pct']:+.1f}% ({r['best_lammps_overhead_pct']:+.1f}%) | "
-                  f"{r['md_native_s']:.2f} | {r['md_overhead_pct']:+.1f}% ({r['best_md_overhead_pct']:+.1f}%) | "
-                  f"{r['gap_pp']:+.1f} pp ({r['best_gap_pp']:+.1f}) | {'yes' if r['met'] else 'NO'} | "
-                  f"{'-' if r['others_busy_max'] is None else format(r['others_busy_max'], '.2f')} |")
+        table(result)
     return 0 if all(r["met"] for r in result["rows"]) else 1
 
 

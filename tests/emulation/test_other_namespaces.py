@@ -60,3 +60,29 @@ def test_a_guest_of_another_mount_namespace_is_ours_only_when_it_sees_our_state_
                 state.RUN_DIR.rmdir()
             except OSError:
                 pass
+
+
+def test_a_vm_cgroup_whose_processes_see_another_state_root_is_not_an_orphan():
+    """cgroups are the host's: a VM folder (vnb-ID-vm) whose process lives in a mount namespace with its
+    own /run/vnetbench is that namespace's topology; cleanup here neither ends the process nor removes it."""
+    from vnetbench.topologies import cgroups, state
+    from vnetbench.topologies.netns import life
+
+    found, planned = cgroups.plan({"vm1": "vnb-abcd-vm1"})
+    folders = cgroups.folders(planned)
+    if not folders:
+        pytest.skip(f"no cgroup hierarchy to confine VMs in here ({found})")
+    cgroups.create(found, planned, "vm1", "0", "0", 256 << 20)
+    proc = sleeper(private_run=True)
+    try:
+        pid = wait_marked(proc)
+        for folder in folders:
+            Path(folder, "cgroup.procs").write_text(str(pid))
+        assert not [line for line in life.cleanup() if "vnb-abcd" in line]
+        assert proc.poll() is None and all(os.path.isdir(folder) for folder in folders)
+        assert all(pid in cgroups.pids(folder) for folder in folders)
+    finally:
+        proc.kill()
+        proc.wait()
+        cgroups.release(found, planned)
+    assert not any(os.path.exists(folder) for folder in folders)

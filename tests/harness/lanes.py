@@ -19,6 +19,7 @@ Exit code: the worse of the two sessions' (pytest's codes: 0 passed, 1 failed, 2
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,17 @@ PRIVATE = {"/tmp": "1777", "/var/tmp": "1777", "/dev/shm": "1777", "/run/netns":
 # of its own tests, as init would)
 SANDBOX = ["ip link set lo up"] + [f"mkdir -p {path} && mount -t tmpfs -o mode={mode} vnbtest-lane {path}"
                                    for path, mode in PRIVATE.items()]
+# a checkout under one of those places (a clone in /tmp) is carried over: bound onto /mnt (this mount
+# namespace's own) before the tmpfs hides it, then moved to its own path on the tmpfs
+HOLD = "/mnt"
+
+
+def sandbox_steps(root: Path) -> list[str]:
+    under = [path for path in PRIVATE if root == Path(path) or Path(path) in root.parents]
+    if not under:
+        return SANDBOX
+    quoted = shlex.quote(str(root))
+    return [f"mount --bind {quoted} {HOLD}", *SANDBOX, f"mkdir -p {quoted} && mount --move {HOLD} {quoted}"]
 
 
 def can_isolate() -> str | None:
@@ -58,7 +70,7 @@ def pytest(args: list[str]) -> list[str]:
 
 def sandboxed(argv: list[str]) -> list[str]:
     return ["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--",
-            "sh", "-c", " && ".join(SANDBOX) + ' && exec "$@"', "sh", *argv]
+            "sh", "-c", " && ".join(sandbox_steps(ROOT)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"', "sh", *argv]
 
 
 def main(args: list[str]) -> int:

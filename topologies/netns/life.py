@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from vnetbench import procs
 from vnetbench.errors import LaunchError, SpecError
 
 from .. import cgroups, fabric, lifecycle, linux, state
@@ -127,8 +128,11 @@ def orphans(known_ids: set[str]) -> list[str]:
     removed = []
     spaces = sorted(n for n in linux.netns_names() if orphan(state.ANY_NETNS, n))
     inodes = {i for i in (linux.netns_inode(n) for n in spaces) if i}
+    # cgroups are the host's, in no namespace: a VM folder whose processes see another /run/vnetbench (a
+    # container's, a sandbox's) is that one's topology, not an orphan of ours
     cgroup_dirs = [str(d) for root in cgroups.roots() for d in sorted(root.glob(f"{fabric.PREFIX}-*"))
-                   if d.is_dir() and orphan(state.ANY_NETNS, d.name)]
+                   if d.is_dir() and orphan(state.ANY_NETNS, d.name)
+                   and all(procs.sees_as_we_do(pid, state.RUN_DIR) for pid in cgroups.pids(str(d)))]
     pids = set(linux.pids_in_netns(inodes)) if inodes else set()
     for folder in cgroup_dirs:
         pids.update(cgroups.pids(folder))
