@@ -40,8 +40,8 @@ def network() -> dict:
     from vnetbench.topologies import cgroups as hierarchy
 
     links = [l for l in _json("ip", "-j", "link", "show") if _considered(l["ifname"])]
-    # cgroups are the host's, in no namespace: in the suite's sandbox lane (tests/harness/lanes.py) they are the
-    # other lane's, whose tiers make them (emulation, faults) and check them; the sandbox's tiers make none
+    # cgroups are the host's, in no namespace: where tests/harness/lanes.py cannot give its sandbox lane cgroups
+    # of its own (v2) the VM folders seen there are the other lane's, which checks them
     cgroups = [] if os.environ.get(SANDBOX_LANE) else \
         sorted(str(p) for root in hierarchy.roots() for p in root.glob("vnb-*"))
     return {

@@ -12,7 +12,7 @@ Why a sandbox: the tiers check that the host is as they found it (tests/harness/
 namespaces, state directories, processes, /tmp, /dev/shm). The second lane runs in network, mount and PID
 namespaces of its own, with private /tmp, /var/tmp, /dev/shm, /run/netns and /run/vnetbench, so that each
 lane's checks see its own objects and never the other's, and a leak in either is still found. cgroups
-belong to no namespace: only the first lane, whose tiers make them, compares them. Without root
+belong to no namespace: the second lane runs in cgroups of its own, in which its VM folders nest. Without root
 (or without unshare) the suite runs as one session, one test after another.
 
 Exit code: the worse of the two sessions' (pytest's codes: 0 passed, 1 failed, 2+ could not run).
@@ -68,9 +68,52 @@ def pytest(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *args]
 
 
-def sandboxed(argv: list[str]) -> list[str]:
+# cgroups belong to no namespace: the sandbox lane runs in a cgroup of its own in each v1 hierarchy vnetbench
+# nests VMs in, so that its VM folders (and its cleanup's search for orphans) are inside it and the first
+# lane's are out of its sight, as each lane's are of the other's. Not "vnb-*": no topology's name.
+LANE_CGROUP = "vnbtest-sandbox-lane"
+
+
+def lane_cgroups() -> list[Path]:
+    """The sandbox lane's cgroups, made (cpuset's with its parent's cpus and nodes); [] where vnetbench's
+    VM folders are not v1 folders nested in this process's cgroups (v2: the lanes then share them)."""
+    from vnetbench.topologies import cgroups
+
+    if cgroups.mode() not in ("v1", "hybrid"):
+        return []
+    made = []
+    for kind in cgroups.KINDS:
+        root = cgroups.v1_root(kind)
+        if root is None:
+            continue
+        folder = root / LANE_CGROUP
+        folder.mkdir(exist_ok=True)
+        if kind == "cpuset":
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                (folder / name).write_text((root / name).read_text())
+        made.append(folder)
+    return made
+
+
+def remove_lane_cgroups(folders: list[Path]) -> None:
+    for folder in folders:
+        for _ in range(50):  # the sandbox's last processes may take a moment to leave it
+            try:
+                folder.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            print(f"tests: {folder} is still in use; the sandbox lane left something in it", file=sys.stderr)
+
+
+def sandboxed(argv: list[str], cgroups: list[Path] = ()) -> list[str]:
+    join = [f"echo $$ > {shlex.quote(str(folder / 'cgroup.procs'))}" for folder in cgroups]
     return ["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--",
-            "sh", "-c", " && ".join(sandbox_steps(ROOT)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"', "sh", *argv]
+            "sh", "-c", " && ".join(join + sandbox_steps(ROOT)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"',
+            "sh", *argv]
 
 
 def main(args: list[str]) -> int:
@@ -90,10 +133,13 @@ def main(args: list[str]) -> int:
 
     making = threading.Thread(target=_quietly, args=(ansible_run.prepare, WHEELHOUSE), daemon=True)
     making.start()
+    cgroups = lane_cgroups()
+    # without cgroups of its own the sandbox lane would see the other's VM folders: it leaves them unchecked
+    shared = {} if cgroups else {hoststate.SANDBOX_LANE: "1"}
     with open(log, "w") as out:
-        away = subprocess.Popen(sandboxed(pytest(list(AWAY))), stdout=out, stderr=subprocess.STDOUT,
+        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
-                                env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), hoststate.SANDBOX_LANE: "1"})
+                                env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared})
         try:
             here = subprocess.call(pytest([f"--ignore={tier}" for tier in AWAY]))
             away_code = away.wait()
@@ -104,6 +150,7 @@ def main(args: list[str]) -> int:
                     away.wait(60)
                 except subprocess.TimeoutExpired:
                     away.kill()
+            remove_lane_cgroups(cgroups)
     print(f"\n---- the second lane ({', '.join(AWAY)}), in its sandbox ----", flush=True)
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"\ntests: both lanes ended in {time.monotonic() - started:.0f} s (exit {here} here, {away_code} in the "
