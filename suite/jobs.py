@@ -274,17 +274,7 @@ def _remove(job_dir: Path) -> None:
 
 def kill_processes(job_dir: Path) -> list[int]:
     """End every process that carries this job's directory in its environment; their pids."""
-    wanted = f"{ENV}={job_dir}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if wanted in environ.split(b"\0") and procs.sees_as_we_do(int(entry.name), job_dir):
-            found.append(int(entry.name))
+    found = [pid for pid, value in procs.marked(ENV, job_dir).items() if value == str(job_dir)]
     procs.kill(found, grace=0)
     return found
 

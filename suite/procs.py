@@ -38,6 +38,24 @@ def sees_as_we_do(pid: int, path: Path) -> bool:
     return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
+def marked(name: str, under: Path) -> dict[int, str]:
+    """pid -> the value of environment variable ``name`` of every other process whose value is ``under`` or a
+    path in it, where ``under`` is the same directory for that process as for us (``sees_as_we_do``)."""
+    prefix, exact = f"{name}={under}/".encode(), f"{name}={under}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        item = next((item for item in environ.split(b"\0") if item == exact or item.startswith(prefix)), None)
+        if item is not None and sees_as_we_do(int(entry.name), under):
+            found[int(entry.name)] = item.decode(errors="replace").split("=", 1)[1]
+    return found
+
+
 def mounts() -> list[tuple[str, str]]:
     """(mount point, file system type) of every mount this process sees, in /proc/self/mountinfo's order;
     [] when it cannot be read. Mount points come unescaped (the kernel writes a space as \\040)."""

@@ -13,7 +13,8 @@ Names (Linux interface names have at most 15 characters), with ID the topology's
 """
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 from vnetbench.errors import LaunchError
 
@@ -68,6 +69,36 @@ class Fabric:
 
     def bridge_of(self, switch: str) -> str:
         return next(sw.bridge for sw in self.switches if sw.name == switch)
+
+
+@dataclass(frozen=True)
+class HostLayout(Fabric):
+    """A topology laid out on this host: its fabric, and its VMs as a backend plans them (``VM``, a frozen
+    dataclass with ``name``, ``cpus`` and ``mems``). The backends whose VMs live here (netns, qemu) subclass it
+    with their VM plan and fields of their own; it is what their state file keeps."""
+
+    VM: ClassVar[type]
+    placement: str
+    vms: tuple
+    host_cpus: tuple[int, ...]
+
+    @property
+    def fabric(self) -> Fabric:
+        """The switches, uplinks and head of this layout (this module creates and removes them)."""
+        return Fabric(self.id, self.name, self.subnet, self.head, self.head_bridge, self.physical, self.switches)
+
+    def vm(self, name: str):
+        return next(vm for vm in self.vms if vm.name == name)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        vms = tuple(cls.VM(**{**vm, "cpus": tuple(vm["cpus"]), "mems": tuple(vm["mems"])}) for vm in data["vms"])
+        switches = tuple(SwitchPlan(**{**sw, "uplink": tuple(sw["uplink"]) if sw["uplink"] else None})
+                         for sw in data["switches"])
+        return cls(**{**data, "vms": vms, "switches": switches, "host_cpus": tuple(data["host_cpus"])})
 
 
 def names(topology_id: str) -> dict:

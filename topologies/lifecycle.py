@@ -22,6 +22,7 @@ from typing import Callable
 from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
 
 from . import state
+from .base import idle_vms
 
 
 @dataclass(frozen=True)
@@ -298,3 +299,72 @@ class Owned:
             if threading.current_thread() is threading.main_thread():
                 signal.signal(sig, handler)
         self._handlers = {}
+
+
+# ---- a backend whose VMs live on this host ---------------------------------------------------------
+
+class OnThisHost(Owned):
+    """What the backends whose VMs live on this host (netns, qemu) do alike outside a run, said once, with their
+    package's own parts: ``life`` (``KIND``, ``preflight``) and ``view`` (``preview``, ``show``, ``up_lines``,
+    ``describe_state``). Mixed in before ``Realised``."""
+
+    @classmethod
+    def _part(cls, name: str):
+        import importlib
+
+        return importlib.import_module(f"{cls.__module__}.{name}")
+
+    @classmethod
+    def preflight(cls, topology) -> None:
+        cls._part("life").preflight(topology)
+
+    @classmethod
+    def cannot_place(cls, topology, ranks: int) -> str | None:
+        return idle_vms(len(topology.vms), ranks)
+
+    @classmethod
+    def preview(cls, topology) -> dict:
+        return {"plan": cls._part("view").preview(topology),
+                **({"scaled": topology.scaled} if topology.scaled else {})}
+
+    @classmethod
+    def show(cls, topology, preview: dict) -> list:
+        return cls._part("view").show(topology, preview)
+
+    @classmethod
+    def up(cls, topology) -> list[str]:
+        st, created = bring_up(cls._part("life").KIND, topology, persistent=True)
+        return cls._part("view").up_lines(topology, st, created)
+
+    @classmethod
+    def down(cls, ref: str, topology=None) -> str | None:
+        st = take_down(cls._part("life").KIND, ref, topology)
+        return f"{st['name']} down" if st else None
+
+    @classmethod
+    def status(cls) -> list[dict]:
+        return status(cls._part("life").KIND, cls._part("view").describe_state)
+
+    @classmethod
+    def cleanup(cls, everything: bool = False) -> list[str]:
+        return cleanup(cls._part("life").KIND, everything)
+
+    def _bring_up(self, topology) -> None:
+        self.kind = self._part("life").KIND
+        super()._bring_up(topology)
+
+    def fabric_health(self) -> tuple[str, list[str]] | None:
+        """What broke in the switches and uplinks and the VMs it cut off, or None (fabric.health)."""
+        from . import fabric
+
+        lay = self.layout
+        vms_on = {sw.name: [vm.name for vm in lay.vms if vm.switch == sw.name] for sw in lay.switches}
+        return fabric.health(lay.fabric, vms_on)
+
+    def describe(self) -> dict:
+        described = super().describe()
+        described.update(self._part("view").describe_state(self.state))
+        described["attached"] = not self.brought_up
+        if self.topology.scaled:
+            described["scaled"] = self.topology.scaled
+        return described

@@ -172,3 +172,22 @@ def vm_table(topology, planned: list[dict], scaled: dict | None) -> tuple[list[s
         rows.append([vm.name, vcpus, memory, vm.numa, format_cpulist(where["cpus"]),
                      format_cpulist(where["numa_nodes"]), vm.switch, f"{topology.name}-{vm.name}"])
     return ["VM", "VCPUS", "MEMORY", "NUMA", "CPUS", "NODES", "SWITCH", "HOSTNAME"], rows
+
+
+def preview(topology, host: HostFacts) -> tuple[dict, dict | None]:
+    """What a topology whose VMs live on ``host`` is there, without bringing it up (the part every such backend
+    shows): its id, the host's cpus, memory and NUMA nodes, each VM's cpus and nodes, its subnet (when up or
+    fixed), whether it is up; and its state, when it is."""
+    from . import state
+
+    current = state.read(topology.id)
+    assigned = assign_cpus(topology.vms, usable_by_node(host, topology))
+    return {
+        "id": topology.id,
+        "host": {"cpus": len(host.cpus), "memory": host.memory,
+                 "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
+        "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
+                for vm, (cpus, mems) in zip(topology.vms, assigned)],
+        "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
+        "up": current is not None,
+    }, current

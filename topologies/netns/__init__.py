@@ -16,12 +16,12 @@ Submodules are imported where they are used: the launch agent imports this packa
 per run, and needs none of them (nor the spec model).
 """
 
-from ..base import LaunchSpec, Realised, idle_vms, register
-from ..lifecycle import Owned
+from ..base import LaunchSpec, Realised, register
+from ..lifecycle import OnThisHost
 
 
 @register("netns")
-class NetnsBackend(Owned, Realised):
+class NetnsBackend(OnThisHost, Realised):
     """A netns topology that is up: brought up by this object (and torn down by ``close``,
     at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
 
@@ -35,66 +35,12 @@ class NetnsBackend(Owned, Realised):
 
         return sizing.fit(data, source, lines, host, checks=(_one_host,))
 
-    # ---- before bring-up ----------------------------------------------------------------
-
-    @classmethod
-    def preflight(cls, topology) -> None:
-        from . import life
-
-        life.preflight(topology)
-
-    @classmethod
-    def cannot_place(cls, topology, ranks: int) -> str | None:
-        return idle_vms(len(topology.vms), ranks)
-
-    @classmethod
-    def preview(cls, topology) -> dict:
-        from . import view
-
-        return {"plan": view.preview(topology), **({"scaled": topology.scaled} if topology.scaled else {})}
-
-    @classmethod
-    def show(cls, topology, preview: dict) -> list:
-        from . import view
-
-        return view.show(topology, preview)
-
-    # ---- life outside a run ---------------------------------------------------------------
-
-    @classmethod
-    def up(cls, topology) -> list[str]:
-        from . import life, view
-
-        st, created = life.up(topology, persistent=True)
-        return view.up_lines(topology, st, created)
-
-    @classmethod
-    def down(cls, ref: str, topology=None) -> str | None:
-        from . import life
-
-        st = life.take_down(ref, topology)
-        return f"{st['name']} down" if st else None
-
-    @classmethod
-    def status(cls) -> list[dict]:
-        from .. import lifecycle
-        from . import life, view
-
-        return lifecycle.status(life.KIND, view.describe_state)
-
-    @classmethod
-    def cleanup(cls, everything: bool = False) -> list[str]:
-        from . import life
-
-        return life.cleanup(everything)
-
     # ---- once up ------------------------------------------------------------------------
 
     def __init__(self, topology):
-        from . import life, plan
+        from . import plan
 
         super().__init__(topology)
-        self.kind = life.KIND
         self._bring_up(topology)  # lifecycle.Owned: down at close, at exit and on SIGTERM/SIGHUP
         self.layout = plan.Layout.from_dict(self.state["layout"])
 
@@ -113,8 +59,8 @@ class NetnsBackend(Owned, Realised):
 
     def health(self) -> tuple[str, list[str]] | None:
         """None while every VM, switch and uplink is as it was brought up; else what broke and
-        the VMs it cut off. Cheap (a few sysfs reads): a job's watch asks every quarter second."""
-        from .. import fabric, linux
+        the VMs it cut off. Cheap (a stat and an ioctl per VM): a job's watch asks every quarter second."""
+        from .. import linux
 
         lay = self.layout
         made = self.state.get("netns_inodes") or {}
@@ -125,18 +71,7 @@ class NetnsBackend(Owned, Realised):
             problem = linux.link_problem(vm.veth)
             if problem:
                 return f"VM {vm.name} lost its network: its veth {vm.veth} {problem}", [vm.name]
-        vms_on = {sw.name: [vm.name for vm in lay.vms if vm.switch == sw.name] for sw in lay.switches}
-        return fabric.health(lay.fabric, vms_on)
-
-    def describe(self) -> dict:
-        from . import view
-
-        described = super().describe()
-        described.update(view.describe_state(self.state))
-        described["attached"] = not self.brought_up
-        if self.topology.scaled:
-            described["scaled"] = self.topology.scaled
-        return described
+        return self.fabric_health()
 
 
 def _one_host(topology) -> list[tuple[tuple, str]]:

@@ -12,7 +12,8 @@ Names, with ID the topology's 4 hex digits (the fabric's own: fabric.py): VM vet
 import ipaddress
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import ClassVar
 
 from vnetbench.errors import LaunchError, UsageError
 
@@ -20,7 +21,7 @@ from .. import fabric
 from ..base import LaunchSpec
 from ..binding import binding
 from ..binding import check_ranks  # noqa: F401 (netns checks --ranks as local does)
-from ..fabric import Fabric, SwitchPlan
+from ..fabric import HostLayout
 from ..host import HostFacts
 from ..intent import VM_IFACE, Intent, tcp_transport
 from ..ranks import place, rank_counts  # noqa: F401 (rank_counts: tests call it by this module)
@@ -51,50 +52,15 @@ class VMPlan:
 
 
 @dataclass(frozen=True)
-class Layout:
-    id: str
-    name: str
-    subnet: str
-    head: str
-    head_bridge: str
-    physical: str | None
-    placement: str
+class Layout(HostLayout):
+    VM: ClassVar[type] = VMPlan
     vms: tuple[VMPlan, ...]
-    switches: tuple[SwitchPlan, ...]
-    host_cpus: tuple[int, ...]
-
-    @property
-    def fabric(self) -> Fabric:
-        """The switches, uplinks and head of this layout (fabric.py creates and removes them)."""
-        return Fabric(self.id, self.name, self.subnet, self.head, self.head_bridge, self.physical,
-                             self.switches)
-
-    @property
-    def prefixlen(self) -> int:
-        return ipaddress.IPv4Network(self.subnet).prefixlen
-
-    @property
-    def bridges(self) -> list[str]:
-        return self.fabric.bridges
 
     @property
     def shared_cores(self) -> bool:
         """Do VMs share cpus (more vCPUs than the host has)?"""
         load = Counter(cpu for vm in self.vms for cpu in vm.cpus)
         return any(n > 1 for n in load.values())
-
-    def vm(self, name: str) -> VMPlan:
-        return next(vm for vm in self.vms if vm.name == name)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Layout":
-        vms = tuple(VMPlan(**{**vm, "cpus": tuple(vm["cpus"]), "mems": tuple(vm["mems"])}) for vm in data["vms"])
-        switches = tuple(SwitchPlan(**{**sw, "uplink": tuple(sw["uplink"]) if sw["uplink"] else None})
-                         for sw in data["switches"])
-        return cls(**{**data, "vms": vms, "switches": switches, "host_cpus": tuple(data["host_cpus"])})
 
 
 def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:

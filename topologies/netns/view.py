@@ -1,6 +1,6 @@
 """How the netns backend shows a topology: ``topology show`` before bring-up, the record's and status' view once up."""
 
-from .. import cgroups, fabric, sizing, state
+from .. import cgroups, fabric, sizing
 from ..host import HostFacts, detect, format_cpulist
 from ..units import human_size
 
@@ -39,19 +39,9 @@ def up_lines(topology, st: dict, created: bool) -> list[str]:
 def preview(topology, host: HostFacts | None = None) -> dict:
     """What ``topology`` is on this host, without bringing it up: its id, the host's cpus, memory and
     NUMA nodes, each VM's cpus and nodes, its subnet (when up or fixed), whether it is up."""
-    host = host or detect()
-    current = state.read(topology.id)
-    assigned = sizing.assign_cpus(topology.vms, sizing.usable_by_node(host, topology))
-    return {
-        "id": topology.id,
-        "host": {"cpus": len(host.cpus), "memory": host.memory,
-                 "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
-        "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
-                for vm, (cpus, mems) in zip(topology.vms, assigned)],
-        "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
-        "up": current is not None,
-        "enforced_by": enforcement(current) if current else cgroups.enforcement(*cgroups.plan({"vm": "vm"})),
-    }
+    shown, current = sizing.preview(topology, host or detect())
+    shown["enforced_by"] = enforcement(current) if current else cgroups.enforcement(*cgroups.plan({"vm": "vm"}))
+    return shown
 
 
 def show(topology, shown: dict) -> list:

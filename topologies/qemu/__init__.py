@@ -20,12 +20,12 @@ The parts: ``model`` (the topology, its ``guest`` settings, the ``qemu:REF`` ref
 up; the flow around them is lifecycle.py's), ``view`` (``topology show``, the record's view), ``qmp``.
 """
 
-from ..base import LaunchSpec, Realised, idle_vms, register
-from ..lifecycle import Owned
+from ..base import LaunchSpec, Realised, register
+from ..lifecycle import OnThisHost
 
 
 @register("qemu")
-class QemuBackend(Owned, Realised):
+class QemuBackend(OnThisHost, Realised):
     """A qemu topology that is up: brought up by this object (and torn down by ``close``, at exit, and on
     SIGTERM/SIGINT), or attached to (and then left up)."""
 
@@ -43,69 +43,12 @@ class QemuBackend(Owned, Realised):
 
         return model.from_data(data, source, lines, host)
 
-    # ---- before bring-up -----------------------------------------------------------------
-
-    @classmethod
-    def preflight(cls, topology) -> None:
-        from . import life
-
-        life.preflight(topology)
-
-    @classmethod
-    def cannot_place(cls, topology, ranks: int) -> str | None:
-        return idle_vms(len(topology.vms), ranks)
-
-    @classmethod
-    def preview(cls, topology) -> dict:
-        from . import view
-
-        return {"plan": view.preview(topology), **({"scaled": topology.scaled} if topology.scaled else {})}
-
-    @classmethod
-    def show(cls, topology, preview: dict) -> list:
-        from . import view
-
-        return view.show(topology, preview)
-
-    # ---- life outside a run --------------------------------------------------------------
-
-    @classmethod
-    def up(cls, topology) -> list[str]:
-        from .. import lifecycle
-        from . import life, view
-
-        st, created = lifecycle.bring_up(life.KIND, topology, persistent=True)
-        return view.up_lines(topology, st, created)
-
-    @classmethod
-    def down(cls, ref: str, topology=None) -> str | None:
-        from .. import lifecycle
-        from . import life
-
-        st = lifecycle.take_down(life.KIND, ref, topology)
-        return f"{st['name']} down" if st else None
-
-    @classmethod
-    def status(cls) -> list[dict]:
-        from .. import lifecycle
-        from . import life, view
-
-        return lifecycle.status(life.KIND, view.describe_state)
-
-    @classmethod
-    def cleanup(cls, everything: bool = False) -> list[str]:
-        from .. import lifecycle
-        from . import life
-
-        return lifecycle.cleanup(life.KIND, everything)
-
     # ---- once up -------------------------------------------------------------------------
 
     def __init__(self, topology):
-        from . import life, plan
+        from . import plan
 
         super().__init__(topology)
-        self.kind = life.KIND
         self._dir = None
         self._bring_up(topology)
         self.layout = plan.Layout.from_dict(self.state["layout"])
@@ -130,8 +73,8 @@ class QemuBackend(Owned, Realised):
 
     def health(self) -> tuple[str, list[str]] | None:
         """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs
-        it cut off. Cheap (/proc and sysfs reads): a job's watch asks every quarter second."""
-        from .. import fabric, linux
+        it cut off. Cheap (a /proc read and an ioctl per VM): a job's watch asks every quarter second."""
+        from .. import linux
         from . import guests
 
         lay, seen = self.layout, self.state.get("guests") or {}
@@ -142,18 +85,7 @@ class QemuBackend(Owned, Realised):
             problem = linux.link_problem(vm.tap)
             if problem:
                 return f"VM {vm.name} lost its network: its tap {vm.tap} {problem}", [vm.name]
-        vms_on = {sw.name: [vm.name for vm in lay.vms if vm.switch == sw.name] for sw in lay.switches}
-        return fabric.health(lay.fabric, vms_on)
-
-    def describe(self) -> dict:
-        from . import view
-
-        described = super().describe()
-        described.update(view.describe_state(self.state))
-        described["attached"] = not self.brought_up
-        if self.topology.scaled:
-            described["scaled"] = self.topology.scaled
-        return described
+        return self.fabric_health()
 
     def _write_hostfile(self, entries) -> str:
         from pathlib import Path

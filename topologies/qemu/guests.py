@@ -198,23 +198,12 @@ def processes(topology_ids=None, unknown: set[str] | None = None) -> dict[int, s
     """pid -> its guest marker, for every process of a guest of ``topology_ids`` (or, with ``unknown``, of a
     topology whose id is not in it: an orphan). Only processes whose marker names our state directory: a
     guest started in another mount namespace (the test suite's second lane) has a /run/vnetbench of its own."""
-    prefix = f"{MARK}={state.RUN_DIR}/".encode()
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        for item in environ.split(b"\0"):
-            if item.startswith(prefix):
-                topology_id = item[len(prefix):].split(b"/")[0].decode(errors="replace")
-                if ((topology_ids is not None and topology_id in topology_ids) or
-                        (unknown is not None and state.ID.fullmatch(topology_id) and topology_id not in unknown)) \
-                        and procs.sees_as_we_do(int(entry.name), state.RUN_DIR):
-                    found[int(entry.name)] = item.decode(errors="replace").split("=", 1)[1]
-                break
+    for pid, marker in procs.marked(MARK, state.RUN_DIR).items():
+        topology_id = marker[len(f"{state.RUN_DIR}/"):].split("/")[0]
+        if (topology_ids is not None and topology_id in topology_ids) or \
+                (unknown is not None and state.ID.fullmatch(topology_id) and topology_id not in unknown):
+            found[pid] = marker
     return found
 
 

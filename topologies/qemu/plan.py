@@ -12,11 +12,12 @@ Names, with ID the topology's 4 hex digits: taps ``vnbIDt<n>`` (state.ANY_LINK),
 """
 
 import ipaddress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import ClassVar
 
 from .. import fabric, state
 from ..base import LaunchSpec
-from ..fabric import Fabric, SwitchPlan
+from ..fabric import HostLayout
 from ..host import HostFacts
 from ..ranks import place
 from ..sizing import assign_cpus, memory_nodes, usable_by_node
@@ -44,39 +45,10 @@ class GuestPlan:
 
 
 @dataclass(frozen=True)
-class Layout:
-    id: str
-    name: str
-    subnet: str
-    head: str
-    head_bridge: str
-    physical: str | None
-    placement: str
+class Layout(HostLayout):
+    VM: ClassVar[type] = GuestPlan
     vms: tuple[GuestPlan, ...]
-    switches: tuple[SwitchPlan, ...]
-    host_cpus: tuple[int, ...]
     numa_nodes: int  # the host's: guests' memory is bound to theirs only where there is more than one
-
-    @property
-    def fabric(self) -> Fabric:
-        return Fabric(self.id, self.name, self.subnet, self.head, self.head_bridge, self.physical, self.switches)
-
-    @property
-    def prefixlen(self) -> int:
-        return ipaddress.IPv4Network(self.subnet).prefixlen
-
-    def vm(self, name: str) -> GuestPlan:
-        return next(vm for vm in self.vms if vm.name == name)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Layout":
-        vms = tuple(GuestPlan(**{**vm, "cpus": tuple(vm["cpus"]), "mems": tuple(vm["mems"])}) for vm in data["vms"])
-        switches = tuple(SwitchPlan(**{**sw, "uplink": tuple(sw["uplink"]) if sw["uplink"] else None})
-                         for sw in data["switches"])
-        return cls(**{**data, "vms": vms, "switches": switches, "host_cpus": tuple(data["host_cpus"])})
 
 
 def mac(topology_id: str, index: int) -> str:

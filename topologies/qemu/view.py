@@ -2,7 +2,7 @@
 
 from vnetbench.errors import UsageError
 
-from .. import fabric, sizing, state
+from .. import fabric, sizing
 from ..host import HostFacts, detect, format_cpulist
 from ..units import human_size
 
@@ -64,25 +64,16 @@ def preview(topology, host: HostFacts | None = None) -> dict:
     from . import machine
 
     host = host or detect()
-    current = state.read(topology.id)
-    assigned = sizing.assign_cpus(topology.vms, sizing.usable_by_node(host, topology))
+    shown, current = sizing.preview(topology, host)
     try:
         kernel = machine.kernel(topology.guest.kernel)
     except UsageError as exc:
         kernel = {"problem": str(exc)}
-    return {
-        "id": topology.id,
-        "host": {"cpus": len(host.cpus), "memory": host.memory,
-                 "numa_nodes": {str(n): list(c) for n, c in host.cpus_by_node.items()}},
-        "vms": [{"name": vm.name, "cpus": list(cpus), "numa_nodes": list(mems)}
-                for vm, (cpus, mems) in zip(topology.vms, assigned)],
-        "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
-        "up": current is not None,
-        "numa": len(host.cpus_by_node),
-        # what is known without a probe guest: auto's choice is made at bring-up
-        "guest": {"accel": current["guest"]["accel"] if current else topology.guest.accel, "kernel": kernel,
-                  "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share()},
-    }
+    shown["numa"] = len(host.cpus_by_node)
+    # what is known without a probe guest: auto's choice is made at bring-up
+    shown["guest"] = {"accel": current["guest"]["accel"] if current else topology.guest.accel, "kernel": kernel,
+                      "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share()}
+    return shown
 
 
 def show(topology, shown: dict) -> list:
