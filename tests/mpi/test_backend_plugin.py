@@ -14,6 +14,7 @@ import pytest
 
 from conftest import mpi_env, requires_mpi
 from harness import hoststate
+from vnetbench import procs
 from vnetbench.topologies.base import PLUGIN_GROUP
 
 pytestmark = [requires_mpi, pytest.mark.timeout(120)]
@@ -142,21 +143,8 @@ def toy(tmp_path):
             yield cli, state
         finally:
             cli("topology", "cleanup", "--all")
-    assert not _started_here(state), "left running"
+    assert not procs.marked("TOYHOST_STATE", state), "left running"
     assert hoststate.differences(before, hoststate.network()) == {}
-
-
-def _started_here(state) -> list[str]:
-    """The MPI and vnetbench processes that carry this test's $TOYHOST_STATE (other sessions' are not ours)."""
-    mine = f"TOYHOST_STATE={state}".encode()
-    out = []
-    for line in hoststate.job_processes():
-        try:
-            if mine in Path(f"/proc/{line.split()[0]}/environ").read_bytes().split(b"\0"):
-                out.append(line)
-        except OSError:
-            continue
-    return out
 
 
 def test_a_backend_dropped_in_as_a_package_runs_through_the_cli(toy, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import hoststate
+from harness.launchers import LAUNCHERS_OF  # noqa: F401 (the tier's modules import it from here)
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
@@ -23,9 +24,6 @@ FLAVOURS = {
     "openmpi4": ("/usr/bin/mpicc.openmpi", "openmpi4"),
     "mpich": ("/usr/bin/mpicc.mpich", "mpich"),
 }
-# flavour -> its launcher
-LAUNCHERS_OF = {"openmpi5": str(BIN / "mpirun"), "openmpi4": "/usr/bin/mpirun.openmpi",
-                "mpich": "/usr/bin/mpiexec.mpich"}
 # flavour -> the library file its ranks must load (by its soname; the record names the real path)
 LIBRARY_FILE = {"openmpi5": str(BIN.parent / "lib" / "libmpi.so.40"), "openmpi4": f"{DEBIAN_LIB}/libmpi.so.40",
                 "mpich": f"{DEBIAN_LIB}/libmpich.so.12"}

@@ -187,3 +187,7 @@ def test_vms_option_names_what_it_applies_to():
         common.vm_ref(args(vms="qemu", guest_kernel="/none"), "1vm")
     if KERNEL:
         assert common.vm_ref(args(vms="qemu", guest_kernel=str(KERNEL)), "1vm") == f"qemu:1vm?kernel={KERNEL}"
+    for hosts in ("hostfile:/etc/hosts", "inventory:/etc/hosts", "slurm:part/2nodes-1switch"):
+        with pytest.raises(UsageError, match=r"--vms qemu: .* names real hosts or a cluster \(\w+:\), which have "
+                                             r"no VMs to boot"):
+            common.vm_ref(args(vms="qemu", accel="tcg"), hosts)

@@ -33,7 +33,8 @@ class NetnsBackend(OnThisHost, Realised):
         scaled from ``scale_from`` and checked against the host."""
         from .. import sizing
 
-        return sizing.fit(data, source, lines, host, checks=(_one_host,))
+        return sizing.fit(data, source, lines, host,
+                          checks=(sizing.one_host("the netns backend emulates VMs on this one host"),))
 
     # ---- once up ------------------------------------------------------------------------
 
@@ -72,10 +73,4 @@ class NetnsBackend(OnThisHost, Realised):
             if problem:
                 return f"VM {vm.name} lost its network: its veth {vm.veth} {problem}", [vm.name]
         return self.fabric_health()
-
-
-def _one_host(topology) -> list[tuple[tuple, str]]:
-    if len(topology.hosts) > 1:
-        return [(("hosts",), "the netns backend emulates VMs on this one host; declare at most one host")]
-    return []
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from vnetbench import procs
-from vnetbench.errors import LaunchError, SpecError
+from vnetbench.errors import LaunchError
 
 from .. import cgroups, fabric, lifecycle, linux, state
 from ..host import HostFacts, format_cpulist
@@ -24,10 +24,7 @@ BACKEND = "netns"
 def preflight(topology) -> None:
     """Refuse, before creating anything, what this host cannot do."""
     _require()
-    for i, sw in enumerate(topology.switches):
-        if sw.uplink and sw.uplink.delay is not None and not linux.has_netem():
-            raise SpecError(f"{topology.locate('switches', i, 'uplink', 'delay')}: delay needs tc netem, which "
-                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
+    fabric.require_netem(topology)
 
 
 def _require() -> None:

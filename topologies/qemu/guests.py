@@ -19,7 +19,7 @@ from pathlib import Path
 from vnetbench import procs
 from vnetbench.errors import LaunchError
 
-from .. import state
+from .. import linux, state
 from . import machine
 from .plan import SSH_PORT, GuestPlan, Layout, files
 from .qmp import Qmp
@@ -211,15 +211,8 @@ def stop(topology_id: str) -> list[int]:
     """End every process of the topology's guests: QEMU first (SIGTERM: it stops the guest at once), then
     virtme-ng's launcher and whatever else is left; their pids."""
     found = processes({topology_id})
-    qemus = [pid for pid in found if procs.stat_fields(pid) and _comm(pid).startswith("qemu-system")]
+    qemus = [pid for pid in found if (linux.command_name(pid) or "").startswith("qemu-system")]
     procs.kill(qemus, grace=2.0)
     rest = processes({topology_id})
     procs.kill(sorted(rest), grace=2.0)
     return sorted(set(found) | set(rest))
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""

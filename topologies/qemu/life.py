@@ -9,7 +9,7 @@ decided before anything is made; ``guests`` what each guest said and where its Q
 
 import shutil
 
-from vnetbench.errors import LaunchError, SpecError, UsageError
+from vnetbench.errors import LaunchError, UsageError
 
 from .. import fabric, lifecycle, linux, state
 from ..host import HostFacts
@@ -25,10 +25,7 @@ def preflight(topology) -> None:
     """Refuse, before anything is made, what this host cannot do: tools, netem for a delay, the kernel, KVM
     (``auto``: the probe guest); what was decided is kept for ``_fields``."""
     machine.require()
-    for i, sw in enumerate(topology.switches):
-        if sw.uplink and sw.uplink.delay is not None and not linux.has_netem():
-            raise SpecError(f"{topology.locate('switches', i, 'uplink', 'delay')}: delay needs tc netem, which "
-                            f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
+    fabric.require_netem(topology)
     guest(topology)
 
 

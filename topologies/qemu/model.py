@@ -84,7 +84,8 @@ def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
         return sizing.fit(data, source, lines, host)  # the model's own error for a non-mapping
     settings = validation.validated(_GuestField, {"guest": data["guest"]} if "guest" in data else {}, source, lines)
     rest = {key: value for key, value in data.items() if key != "guest"}
-    fitted = sizing.fit(rest, source, lines, host, checks=(_one_host,))
+    fitted = sizing.fit(rest, source, lines, host,
+                        checks=(sizing.one_host("the qemu backend runs its guests on this one host"),))
     problems = memory_problems(fitted, host)
     if problems:
         raise SpecError(validation.report(source, lines, problems))
@@ -92,12 +93,6 @@ def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
                                             guest=settings.guest)
     topology._source, topology._lines, topology._scaled = fitted._source, fitted._lines, fitted._scaled
     return topology
-
-
-def _one_host(topology) -> list[tuple[tuple, str]]:
-    if len(topology.hosts) > 1:
-        return [(("hosts",), "the qemu backend runs its guests on this one host; declare at most one host")]
-    return []
 
 
 def memory_problems(topology, host=None) -> list[tuple[tuple, str]]:
