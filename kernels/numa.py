@@ -6,10 +6,7 @@ set_mempolicy(2) before the kernel allocates, and verified with get_mempolicy(2)
 record also keeps where the pages of the rank's large mappings really are (/proc/self/numa_maps).
 """
 
-import ctypes
-import ctypes.util
 import os
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,18 +68,26 @@ def check_policy(policy: str | None, allow_single_node: bool, node_map: NodeMap 
                          "add --allow-single-node to run anyway (recorded as single-node)")
 
 
+# ctypes is imported where it is used: the launcher imports this module for check_policy alone, and ctypes
+# (with ctypes.util) is a few milliseconds of every run's start
+
 def _libc():
+    import ctypes
+    import ctypes.util
+
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def _syscall_numbers():
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine not in _SYSCALLS:
         raise OSError(f"memory policy syscalls unknown on {machine}")
     return _SYSCALLS[machine]
 
 
-def _mask(nodes: list[int]) -> tuple[ctypes.Array, int]:
+def _mask(nodes: list[int]) -> tuple["ctypes.Array", int]:
+    import ctypes
+
     words = max(nodes) // 64 + 1
     mask = (ctypes.c_ulong * words)()
     for node in nodes:
@@ -92,6 +97,8 @@ def _mask(nodes: list[int]) -> tuple[ctypes.Array, int]:
 
 def apply(policy: str, cpus, node_map: NodeMap | None = None) -> dict:
     """Set this process's memory policy; returns what was asked, applied and read back."""
+    import ctypes
+
     node_map = node_map or NodeMap.read()
     nodes = node_map.target_nodes(policy, cpus)
     mode = MPOL_INTERLEAVE if policy == "interleave" else MPOL_BIND
@@ -107,6 +114,8 @@ def apply(policy: str, cpus, node_map: NodeMap | None = None) -> dict:
 
 def current() -> dict:
     """This thread's memory policy as get_mempolicy(2) reports it."""
+    import ctypes
+
     _, get_nr = _syscall_numbers()
     mode = ctypes.c_int(0)
     mask, maxnode = _mask([1023])

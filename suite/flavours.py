@@ -9,6 +9,7 @@ import functools
 import os
 import re
 import subprocess
+from pathlib import Path
 
 from .errors import LaunchError, UsageError
 from .registry import Registry
@@ -290,19 +291,79 @@ def detect(path: str) -> Launcher:
     if not (os.path.isfile(real) and os.access(real, os.X_OK)):
         raise UsageError(f"--mpi: {path} is not an executable file; give auto, openmpi, mpich or a path to "
                          f"mpirun/mpiexec")
-    try:
-        done = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=30, env=run_env(),
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"--mpi: {path} --version failed: {exc}") from None
-    text = done.stdout + done.stderr
+    text = _known_version(real)
+    if text is None:
+        try:
+            done = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=30, env=run_env(),
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UsageError(f"--mpi: {path} --version failed: {exc}") from None
+        text = done.stdout + done.stderr
     for cls in _FLAVOURS.values():
         version = cls.matches(text)
         if version:
+            _keep_version(real, text)
             return cls(real, version)
     first = text.strip().splitlines()[0] if text.strip() else "nothing"
     raise UsageError(f"--mpi: {path} is not a launcher vnetbench knows ({path} --version says {first!r}); "
                      f"known: Open MPI 4 and 5, MPICH, Intel MPI")
+
+
+# What a launcher's --version said is kept in the state root's cache, under the identity of the file it resolves
+# to (device, inode, size, change times): every run asked again, and starting a launcher costs 10-20 ms of a
+# launch that is otherwise about a tenth of a second. An upgrade, a reinstall or another alternative is another
+# file (or the same file changed) and is asked again.
+
+def _version_file(real: str) -> Path:
+    import zlib  # not hashlib (OpenSSL: 4 ms to load); two paths of one name differ in their identity
+
+    from .rundir import state_root
+
+    return state_root() / ".cache" / f"launcher-{zlib.crc32(os.path.realpath(real).encode()):08x}"
+
+
+def _identity(real: str) -> list:
+    info = os.stat(real)
+    return [os.path.realpath(real), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _known_version(real: str) -> str | None:
+    """The --version output kept for the file ``real`` is now, or None."""
+    import json
+
+    try:
+        kept = json.loads(_version_file(real).read_text())
+        return kept["output"] if kept["identity"] == _identity(real) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _keep_version(real: str, output: str) -> None:
+    """Keep a known launcher's --version output (atomically; where the cache cannot be written, nothing)."""
+    import json
+    import tempfile
+
+    from .rundir import private_dir
+
+    target, temp = _version_file(real), None
+    try:
+        for folder in (target.parent.parent, target.parent):
+            private_dir(folder)
+        fd, temp = tempfile.mkstemp(prefix=".launcher-", dir=target.parent)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"identity": _identity(real), "output": output}, handle)
+        os.replace(temp, target)
+    except (OSError, LaunchError):
+        if temp and os.path.exists(temp):
+            os.unlink(temp)
+        return
+    # a miss is rare: the time to forget the launchers that are gone (temporary ones, an uninstalled MPI)
+    for kept in target.parent.glob("launcher-*"):
+        try:
+            if not os.path.exists(json.loads(kept.read_text())["identity"][0]):
+                kept.unlink()
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            continue
 
 
 def flavours() -> list[type[Launcher]]:

@@ -5,7 +5,7 @@ enters a store (``vnetbench ingest`` and every append).
 """
 
 import datetime
-import uuid
+import os
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "timeout", "invalid")
@@ -29,7 +29,8 @@ REQUIRED = {
 
 
 def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
+    # 64 random bits in hex, as uuid4().hex[:16] gave (uuid's import, with platform's, was 4 ms of every run)
+    return os.urandom(8).hex()
 
 
 def now() -> str:

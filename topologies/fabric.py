@@ -163,6 +163,11 @@ def create_lines(fab: Fabric, attach: list[str] = ()) -> list[str]:
     lines = []
     for bridge in fab.bridges:
         lines += [f"link add {bridge} type bridge", f"link set dev {bridge} up"]
+        if bridge != fab.head_bridge:
+            # a switch is no host: without this, this host's stack answered a VM's ARP for the head's address
+            # on the VM's own switch (Linux answers for any of its addresses on any interface), and the VM's
+            # packets to the head went up there, past the shaped and delayed uplink (one way of a round trip)
+            lines.append(f"link set dev {bridge} arp off")
     lines += list(attach)
     for sw in fab.switches:
         if sw.uplink:

@@ -7,6 +7,7 @@ Each test brings topologies up through the ``vnetbench`` command, as a user woul
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -66,6 +67,44 @@ def test_up_and_down_leave_the_host_exactly_as_it_was(host_unchanged):
     assert "was already up" in again.stdout
     vnetbench("topology", "down", "4vm-4vswitch", check=0)
     assert snapshot() == host_unchanged.before
+
+
+def qdisc_packets(dev: str) -> int:
+    (root,) = [q for q in json.loads(subprocess.run(["tc", "-s", "-j", "qdisc", "show", "dev", dev], capture_output=True,
+                                                    text=True, check=True).stdout) if q.get("root")]
+    return root["packets"]
+
+
+def test_a_vms_packets_to_the_head_cross_its_uplink_both_ways(host_unchanged):
+    # the head is on the physical switch: what a VM sends it must pass the VM's switch's shaped uplink (not go up
+    # to this host's stack on the VM's own switch, which would answer ARP for the head's address there)
+    host_unchanged("2vm-2vswitch")
+    vnetbench("topology", "up", "2vm-2vswitch", check=0)
+    try:
+        st = state_of("2vm-2vswitch")
+        layout, sent = st["layout"], 20
+        echo = ("import socket, sys\n"
+                "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(10)\n"
+                f"for i in range({sent}):\n"
+                "    s.sendto(b'%d' % i, (sys.argv[1], int(sys.argv[2]))); s.recv(16)\n")
+        switches = {sw["name"]: sw for sw in layout["switches"]}
+        for vm in layout["vms"]:
+            inner, outer = switches[vm["switch"]]["uplink"]
+            before = qdisc_packets(inner), qdisc_packets(outer)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as head:
+                head.bind((layout["head"], 0))
+                head.settimeout(10)
+                pinger = subprocess.Popen(["nsenter", f"--net=/run/netns/{vm['netns']}", sys.executable, "-c", echo,
+                                           layout["head"], str(head.getsockname()[1])])
+                for _ in range(sent):
+                    data, peer = head.recvfrom(16)
+                    head.sendto(data, peer)
+                assert pinger.wait(30) == 0
+            on_switch_side, on_physical_side = qdisc_packets(inner) - before[0], qdisc_packets(outer) - before[1]
+            assert on_switch_side >= sent, f"{vm['name']} -> head: {on_switch_side} packets out of its switch's uplink"
+            assert on_physical_side >= sent, f"head -> {vm['name']}: {on_physical_side} packets into its uplink"
+    finally:
+        vnetbench("topology", "down", "2vm-2vswitch", check=0)
 
 
 @requires_mpi

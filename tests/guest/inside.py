@@ -216,6 +216,13 @@ def pings(netns: str, head: str, port: int) -> list[float]:
     return [float(x) for x in out.split()]
 
 
+def sent_by_qdiscs() -> dict:
+    """Packets each of our qdiscs has sent, by 'dev kind'."""
+    shown = json.loads(subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True,
+                                      check=True).stdout)
+    return {f"{q['dev']} {q['kind']}": q.get("packets", 0) for q in shown if OURS.match(q["dev"])}
+
+
 @step("rtt")
 def _rtt():
     """UDP ping-pong from each VM's namespace to the head (on the physical switch), across its uplink."""
@@ -239,7 +246,11 @@ def _rtt():
     rtts = {}
     try:
         for vm in st["layout"]["vms"]:
-            rtts[vm["name"]] = {"switch": vm["switch"], "ms": pings(vm["netns"], head, port)}
+            before = sent_by_qdiscs()
+            ms = pings(vm["netns"], head, port)
+            rtts[vm["name"]] = {"switch": vm["switch"], "ms": ms, "route": subprocess.run(
+                ["ip", "-o", "route", "get", vm["address"], "from", head], capture_output=True, text=True).stdout,
+                "qdisc_packets": {key: n - before.get(key, 0) for key, n in sent_by_qdiscs().items()}}
     finally:
         stop.set()
         thread.join(5)

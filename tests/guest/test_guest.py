@@ -109,8 +109,11 @@ def test_a_ping_pong_across_the_delayed_uplink_takes_twice_the_delay_longer(gues
     rtt = observed(guest, "rtt")
     delayed, plain = rtt["vm1"]["ms"], rtt["vm2"]["ms"]
     assert len(delayed) == len(plain) == 15
+    # each way through the delayed uplink's netem: the VM's switch must not take the head's packets itself
+    for dev in observed(guest, "qdiscs")["uplinks"]["vswitch1"]:
+        assert rtt["vm1"]["qdisc_packets"].get(f"{dev} netem", 0) >= len(delayed), rtt["vm1"]
     # netem holds every packet at least DELAY_MS each way: no round trip can be shorter than that
-    assert min(delayed) >= 2 * DELAY_MS
+    assert min(delayed) >= 2 * DELAY_MS, f"delayed {delayed}; {rtt['vm1']}"
     # and the undelayed path is not that slow: the difference is the delay, not TCG's noise
     extra = statistics.median(delayed) - statistics.median(plain)
     assert extra >= 0.75 * 2 * DELAY_MS, f"delayed {delayed}, undelayed {plain}"

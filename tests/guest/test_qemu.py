@@ -1,11 +1,13 @@
 """The qemu backend for real: QEMU guests (TCG here: KVM hangs on these machines, DESIGN.md) on real bridges,
 with every MPI flavour launching into them through the real CLI.
 
-Guests are slow to boot under TCG and each run's Python imports take seconds there, so the tier boots two
-topologies once (``guests``: 2vm-1vswitch and 2vm-2vswitch shapes, 1-vCPU guests of 512 MB) and shares them:
-each flavour runs pingpong on one and halo on the other, the 2-switch path's bandwidth is held against its
-uplink's rate (and the 1-switch path's against it, so that the check can fail), a guest is killed under a run
-last, and the host must be as it was found when both are down. Refusals and faults at bring-up use guests
+Guests are slow to boot under TCG and each run's Python imports take seconds there (tens of seconds a run), so
+the tier boots two topologies once (``guests``: 2vm-1vswitch and 2vm-2vswitch shapes, 1-vCPU guests of 512 MB)
+and shares them, and spends its runs where each proves something of its own: every flavour launches into
+both topologies (Open MPI 5's run on two switches is the one a guest is killed under), each kernel kind runs
+in guests (pingpong's compiled loop, allreduce's numpy, halo's compiled faces), two ranks share a guest, the
+2-switch path's bandwidth is held against its uplink's rate (and the 1-switch path's against it, so that the
+check can fail), and the host must be as it was found when both are down. Refusals and faults at bring-up use guests
 that never finish booting. Timings under TCG mean nothing: the tier checks behaviour, records and shaping.
 """
 
@@ -213,10 +215,6 @@ def test_openmpi5_pingpong_on_one_switch(guests):
     in_guests(run(guests, ONE, "pingpong", "openmpi5", PINGPONG), ONE)
 
 
-def test_openmpi4_halo_on_one_switch(guests):
-    in_guests(run(guests, ONE, "halo", "openmpi4", HALO), ONE)
-
-
 def test_two_ranks_a_guest_share_memory_there(guests):
     # two ranks in a guest share memory there (vader, in the guest's own /dev/shm), and talk TCP across;
     # allreduce (numpy, no compiled loops): four ranks on two 1-vCPU TCG guests start in seconds
@@ -247,12 +245,12 @@ def test_mpich_halo_across_two_switches(guests):
     in_guests(run(guests, TWO, "halo", "mpich", HALO), TWO)
 
 
-def test_openmpi5_halo_across_two_switches(guests):
-    in_guests(run(guests, TWO, "halo", "openmpi5", HALO), TWO)
-
-
 def test_report_shows_no_overhead_for_tcg_runs(guests):
-    cli("run", "halo", "--topology", "native", "--ranks", "2", "--store", guests["store"], *HALO, check=True)
+    # report compares runs of one MPI library: the native baseline loads MPICH's, as the two-switch halo did
+    if (TWO.name, "halo", "mpich") not in guests["records"]:
+        pytest.skip("no halo ran on two switches to report on")
+    cli("run", "halo", "--topology", "native", "--ranks", "2", "--mpi", FLAVOURS["mpich"], "--store", guests["store"],
+        *HALO, check=True)
     text = cli("report", "--store", guests["store"], check=True).stdout
     assert "overhead N/A for gq-two x2: emulated CPU: not a hypervisor's timing" in text, text
 

@@ -11,7 +11,8 @@ another leaves about half of the CPU idle; run side by side, the two halves take
 Why a sandbox: the tiers check that the host is as they found it (tests/harness/hoststate.py: interfaces,
 namespaces, state directories, processes, /tmp, /dev/shm). The second lane runs in network, mount and PID
 namespaces of its own, with private /tmp, /var/tmp, /dev/shm, /run/netns and /run/vnetbench, so that each
-lane's checks see its own objects and never the other's, and a leak in either is still found. cgroups
+lane's checks see its own objects and never the other's, and a leak in either is still found (but for one
+cache the product keeps on the host for good, carried in: the numba kernels its QEMU guests compiled). cgroups
 belong to no namespace: the second lane runs in cgroups of its own, in which its VM folders nest. Without root
 (or without unshare) the suite runs as one session, one test after another.
 
@@ -41,14 +42,37 @@ SANDBOX = ["ip link set lo up"] + [f"mkdir -p {path} && mount -t tmpfs -o mode={
 # a checkout under one of those places (a clone in /tmp) is carried over: bound onto /mnt (this mount
 # namespace's own) before the tmpfs hides it, then moved to its own path on the tmpfs
 HOLD = "/mnt"
+# and so is one folder of the host's state root: the qemu backend's cache of numba's kernels compiled in guests
+# (topologies/qemu/sshd.py), which the product keeps on the host for every guest after them, as numba keeps the
+# host's beside the sources: without it each run compiles them again under TCG (tens of seconds a kernel)
+KEPT = Path("/run/vnetbench/.cache/guest-numba")
+KEPT_HOLD = Path("/run/vnbtest-sandbox-hold")
 
 
-def sandbox_steps(root: Path) -> list[str]:
+def sandbox_steps(root: Path, kept: bool = False) -> list[str]:
+    steps = list(SANDBOX)
+    if kept:
+        steps = [f"mount --bind {KEPT} {KEPT_HOLD}", *steps,
+                 f"mkdir -p {KEPT} && mount --move {KEPT_HOLD} {KEPT}"]
     under = [path for path in PRIVATE if root == Path(path) or Path(path) in root.parents]
     if not under:
-        return SANDBOX
+        return steps
     quoted = shlex.quote(str(root))
-    return [f"mount --bind {quoted} {HOLD}", *SANDBOX, f"mkdir -p {quoted} && mount --move {HOLD} {quoted}"]
+    return [f"mount --bind {quoted} {HOLD}", *steps, f"mkdir -p {quoted} && mount --move {HOLD} {quoted}"]
+
+
+def keep_guest_cache() -> bool:
+    """The host's guest-numba folder (made as the product makes it) and the empty folder it is held on while the
+    sandbox's tmpfs covers the state root; False (the sandbox starts without it) where they cannot be made."""
+    try:
+        for folder in (KEPT.parent.parent, KEPT.parent):
+            folder.mkdir(mode=0o755, exist_ok=True)
+        KEPT.mkdir(mode=0o700, exist_ok=True)
+        KEPT_HOLD.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        print(f"tests: the sandbox lane starts without the guests' numba cache ({exc})", file=sys.stderr)
+        return False
+    return True
 
 
 def can_isolate() -> str | None:
@@ -114,10 +138,10 @@ def remove_lane_cgroups(folders: list[Path]) -> None:
             print(f"tests: {folder} is still in use; the sandbox lane left something in it", file=sys.stderr)
 
 
-def sandboxed(argv: list[str], cgroups: list[Path] = ()) -> list[str]:
+def sandboxed(argv: list[str], cgroups: list[Path] = (), kept: bool = False) -> list[str]:
     join = [f"echo $$ > {shlex.quote(str(folder / 'cgroup.procs'))}" for folder in cgroups]
     return ["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--",
-            "sh", "-c", " && ".join(join + sandbox_steps(ROOT)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"',
+            "sh", "-c", " && ".join(join + sandbox_steps(ROOT, kept)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"',
             "sh", *argv]
 
 
@@ -141,8 +165,9 @@ def main(args: list[str]) -> int:
     cgroups = lane_cgroups()
     # without cgroups of its own the sandbox lane would see the other's VM folders: it leaves them unchecked
     shared = {} if cgroups else {hoststate.SANDBOX_LANE: "1"}
+    kept = keep_guest_cache()
     with open(log, "w") as out:
-        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups), stdout=out, stderr=subprocess.STDOUT,
+        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups, kept), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
                                 env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared})
         try:
@@ -156,6 +181,11 @@ def main(args: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     away.kill()
             remove_lane_cgroups(cgroups)
+            if kept:
+                try:
+                    KEPT_HOLD.rmdir()
+                except OSError:
+                    pass
     print(f"\n---- the second lane ({', '.join(AWAY)}), in its sandbox ----", flush=True)
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"\ntests: both lanes ended in {time.monotonic() - started:.0f} s (exit {here} here, {away_code} in the "

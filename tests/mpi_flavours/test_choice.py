@@ -36,6 +36,32 @@ def test_the_wheel_is_open_mpi_5():
     assert launcher.version.startswith("5.")
 
 
+def test_a_launcher_is_asked_its_version_once_until_it_changes(tmp_path):
+    # the real mpirun behind a script that counts how often it is started; detect() is a fresh process's each time
+    real = LAUNCHERS["openmpi4"] if os.access(LAUNCHERS["openmpi4"], os.X_OK) else str(BIN / "mpirun")
+    counted, script = tmp_path / "started", tmp_path / "mpirun"
+    script.write_text(f'#!/bin/sh\necho >> {counted}\nexec {real} "$@"\n')
+    script.chmod(0o755)
+
+    def detect() -> flavours.Launcher:
+        flavours.detect.cache_clear()
+        return flavours.detect(str(script))
+
+    first = detect()
+    assert (detect().name, detect().version) == (first.name, first.version) == (flavours.detect(real).name,
+                                                                                  flavours.detect(real).version)
+    assert counted.read_text().count("\n") == 1, "asked again although the launcher did not change"
+    # another file at the same path (an upgrade, another alternative) is asked again
+    script.write_text(f'#!/bin/sh\necho >> {counted}\nexec {real} "$@"  \n')
+    assert detect().version == first.version and counted.read_text().count("\n") == 2
+    # what is kept is only ever the launcher's own answer: one that is no launcher is refused each time
+    script.write_text(f"#!/bin/sh\necho >> {counted}\necho 'not an MPI'\n")
+    for _ in range(2):
+        with pytest.raises(flavours.UsageError, match="is not a launcher vnetbench knows"):
+            detect()
+    assert counted.read_text().count("\n") == 4
+
+
 def test_a_program_that_is_no_launcher_is_refused(tmp_path):
     proc = cli(sys.executable, "exec", "--topology", "native", "--ranks", "2", "--mpi", "/bin/true", "--", "true")
     assert proc.returncode == 2, proc.stderr

@@ -2,6 +2,7 @@
 tests/conftest.py from its folder), so that ``pytest -m TIER`` runs that folder and nothing else."""
 
 import configparser
+import os
 import re
 import subprocess
 import sys
@@ -47,7 +48,7 @@ def test_the_unit_tier_starts_no_mpi():
 def test_a_marker_selects_its_folder_alone():
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "-m", "slurm", "tests/slurm", "tests/mpi"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     selected = [line for line in proc.stdout.splitlines() if "::" in line]
     assert selected and all(line.startswith("tests/slurm/") for line in selected), selected
