@@ -291,7 +291,7 @@ def detect(path: str) -> Launcher:
     if not (os.path.isfile(real) and os.access(real, os.X_OK)):
         raise UsageError(f"--mpi: {path} is not an executable file; give auto, openmpi, mpich or a path to "
                          f"mpirun/mpiexec")
-    text = _known_version(real)
+    text = kept = _known_version(real)
     if text is None:
         try:
             done = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=30, env=run_env(),
@@ -302,7 +302,8 @@ def detect(path: str) -> Launcher:
     for cls in _FLAVOURS.values():
         version = cls.matches(text)
         if version:
-            _keep_version(real, text)
+            if kept is None:
+                _keep_version(real, text)
             return cls(real, version)
     first = text.strip().splitlines()[0] if text.strip() else "nothing"
     raise UsageError(f"--mpi: {path} is not a launcher vnetbench knows ({path} --version says {first!r}); "

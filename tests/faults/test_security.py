@@ -39,7 +39,8 @@ SHELLS = {"sh", "dash", "bash", "zsh", "ksh", "busybox"}
 # the words of the ip and tc commands vnetbench uses; any other word must be a name vnetbench made
 KEYWORDS = {"-batch", "-", "-force", "-n", "-j", "-4", "netns", "link", "addr", "route", "qdisc", "add", "del",
             "set", "show", "table", "all", "dev", "up", "type", "bridge", "veth", "peer", "name", "master",
-            "root", "handle", "parent", "tbf", "netem", "rate", "burst", "latency", "delay", "limit"}
+            "root", "handle", "parent", "tbf", "netem", "rate", "burst", "latency", "delay", "limit", "arp",
+            "off"}
 VALUE = re.compile(r"\d+|\d+:\d*|\d+(?:bit|kbit|mbit|gbit)|\d+(?:us|ms|s)|\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?")
 IN_VM = {"eth0", "lo"}
 

@@ -86,8 +86,9 @@ def test_the_fabric_s_ip_lines_put_the_vms_links_between_bridges_and_uplinks():
     fab = lay_out("2vm-2vswitch").fabric
     i = fab.id
     assert fabric.create_lines(fab, ["VM LINKS"]) == [
-        f"link add vnb{i}s0 type bridge", f"link set dev vnb{i}s0 up",
-        f"link add vnb{i}s1 type bridge", f"link set dev vnb{i}s1 up",
+        # the switches answer no ARP: only the physical switch, which holds the head's address, is a host
+        f"link add vnb{i}s0 type bridge", f"link set dev vnb{i}s0 up", f"link set dev vnb{i}s0 arp off",
+        f"link add vnb{i}s1 type bridge", f"link set dev vnb{i}s1 up", f"link set dev vnb{i}s1 arp off",
         f"link add vnb{i}p type bridge", f"link set dev vnb{i}p up", "VM LINKS",
         f"link add vnb{i}u0a type veth peer name vnb{i}u0b", f"link set dev vnb{i}u0a master vnb{i}s0 up",
         f"link set dev vnb{i}u0b master vnb{i}p up",
