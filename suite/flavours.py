@@ -312,8 +312,11 @@ def detect(path: str) -> Launcher:
 
 # What a launcher's --version said is kept in the state root's cache, under the identity of the file it resolves
 # to (device, inode, size, change times): every run asked again, and starting a launcher costs 10-20 ms of a
-# launch that is otherwise about a tenth of a second. An upgrade, a reinstall or another alternative is another
-# file (or the same file changed) and is asked again.
+# launch that is otherwise about a tenth of a second. A reinstalled launcher or another alternative is another
+# file (or the same file changed) and is asked again; a launcher that is a wrapper (the wheel's mpirun, Intel's
+# script) is known by its own file, so an MPI changed under an unchanged wrapper is not asked again until the
+# cache is gone (it lives in the state root: a reboot, or `rm` of the launcher-* files there). The ranks still
+# check the library they load against the one named.
 
 def _version_file(real: str) -> Path:
     import zlib  # not hashlib (OpenSSL: 4 ms to load); two paths of one name differ in their identity
@@ -329,13 +332,26 @@ def _identity(real: str) -> list:
 
 
 def _known_version(real: str) -> str | None:
-    """The --version output kept for the file ``real`` is now, or None."""
+    """The --version output kept for the file ``real`` is now, or None (also where the cache is not a private
+    folder of this user's, or the entry not a plain file of this user's)."""
     import json
+    import stat
 
+    from .rundir import private_dir
+
+    path = _version_file(real)
     try:
-        kept = json.loads(_version_file(real).read_text())
-        return kept["output"] if kept["identity"] == _identity(real) else None
-    except (OSError, ValueError, KeyError, TypeError):
+        for folder in (path.parent.parent, path.parent):
+            private_dir(folder)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd) as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                return None
+            kept = json.loads(handle.read())
+        output = kept["output"]
+        return output if isinstance(output, str) and kept["identity"] == _identity(real) else None
+    except (OSError, LaunchError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -96,10 +96,15 @@ def test_a_vms_packets_to_the_head_cross_its_uplink_both_ways(host_unchanged):
                 head.settimeout(10)
                 pinger = subprocess.Popen(["nsenter", f"--net=/run/netns/{vm['netns']}", sys.executable, "-c", echo,
                                            layout["head"], str(head.getsockname()[1])])
-                for _ in range(sent):
-                    data, peer = head.recvfrom(16)
-                    head.sendto(data, peer)
-                assert pinger.wait(30) == 0
+                try:
+                    for _ in range(sent):
+                        data, peer = head.recvfrom(16)
+                        head.sendto(data, peer)
+                    assert pinger.wait(30) == 0
+                finally:
+                    if pinger.poll() is None:
+                        pinger.kill()
+                        pinger.wait()
             on_switch_side, on_physical_side = qdisc_packets(inner) - before[0], qdisc_packets(outer) - before[1]
             assert on_switch_side >= sent, f"{vm['name']} -> head: {on_switch_side} packets out of its switch's uplink"
             assert on_physical_side >= sent, f"head -> {vm['name']}: {on_physical_side} packets into its uplink"

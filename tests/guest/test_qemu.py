@@ -4,7 +4,8 @@ with every MPI flavour launching into them through the real CLI.
 Guests are slow to boot under TCG and each run's Python imports take seconds there (tens of seconds a run), so
 the tier boots two topologies once (``guests``: 2vm-1vswitch and 2vm-2vswitch shapes, 1-vCPU guests of 512 MB)
 and shares them, and spends its runs where each proves something of its own: every flavour launches into
-both topologies (Open MPI 5's run on two switches is the one a guest is killed under), each kernel kind runs
+both topologies (Open MPI 5's on two switches only as the run a guest is killed under: its halo is seen
+exchanging - a megabyte to vm2 - and then fails naming the VM, but its record is no passing one), each kernel kind runs
 in guests (pingpong's compiled loop, allreduce's numpy, halo's compiled faces), two ranks share a guest, the
 2-switch path's bandwidth is held against its uplink's rate (and the 1-switch path's against it, so that the
 check can fail), and the host must be as it was found when both are down. Refusals and faults at bring-up use guests

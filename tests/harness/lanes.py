@@ -46,14 +46,18 @@ HOLD = "/mnt"
 # (topologies/qemu/sshd.py), which the product keeps on the host for every guest after them, as numba keeps the
 # host's beside the sources: without it each run compiles them again under TCG (tens of seconds a kernel)
 KEPT = Path("/run/vnetbench/.cache/guest-numba")
-KEPT_HOLD = Path("/run/vnbtest-sandbox-hold")
 
 
-def sandbox_steps(root: Path, kept: bool = False) -> list[str]:
+def sandbox_steps(root: Path, hold: Path | None = None) -> list[str]:
+    """The sandbox's set-up, with ``hold`` the empty folder the guests' numba cache is carried on (None: the
+    sandbox starts without it). Carrying it is best effort: where it fails the lane runs, compiling again."""
     steps = list(SANDBOX)
-    if kept:
-        steps = [f"mount --bind {KEPT} {KEPT_HOLD}", *steps,
-                 f"mkdir -p {KEPT} && mount --move {KEPT_HOLD} {KEPT}"]
+    if hold is not None:
+        held = shlex.quote(str(hold))
+        steps = [f"{{ mount --bind {KEPT} {held} || echo 'tests: the sandbox lane starts without the numba cache "
+                 f"of the guests' >&2; }}", *steps,
+                 f"{{ ! mountpoint -q {held} || {{ mkdir -p {KEPT} && mount --move {held} {KEPT}; }} "
+                 f"|| echo 'tests: the numba cache of the guests could not be carried in' >&2; }}"]
     under = [path for path in PRIVATE if root == Path(path) or Path(path) in root.parents]
     if not under:
         return steps
@@ -61,18 +65,20 @@ def sandbox_steps(root: Path, kept: bool = False) -> list[str]:
     return [f"mount --bind {quoted} {HOLD}", *steps, f"mkdir -p {quoted} && mount --move {HOLD} {quoted}"]
 
 
-def keep_guest_cache() -> bool:
-    """The host's guest-numba folder (made as the product makes it) and the empty folder it is held on while the
-    sandbox's tmpfs covers the state root; False (the sandbox starts without it) where they cannot be made."""
+def keep_guest_cache() -> Path | None:
+    """The host's guest-numba folder made (as the product makes it), and a new empty folder of this run's to hold
+    it on while the sandbox's tmpfs covers the state root; None (the sandbox starts without it) where they
+    cannot be made."""
+    import tempfile
+
     try:
         for folder in (KEPT.parent.parent, KEPT.parent):
             folder.mkdir(mode=0o755, exist_ok=True)
         KEPT.mkdir(mode=0o700, exist_ok=True)
-        KEPT_HOLD.mkdir(mode=0o700, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix="vnbtest-hold-", dir="/run"))
     except OSError as exc:
         print(f"tests: the sandbox lane starts without the guests' numba cache ({exc})", file=sys.stderr)
-        return False
-    return True
+        return None
 
 
 def can_isolate() -> str | None:
@@ -138,10 +144,10 @@ def remove_lane_cgroups(folders: list[Path]) -> None:
             print(f"tests: {folder} is still in use; the sandbox lane left something in it", file=sys.stderr)
 
 
-def sandboxed(argv: list[str], cgroups: list[Path] = (), kept: bool = False) -> list[str]:
+def sandboxed(argv: list[str], cgroups: list[Path] = (), hold: Path | None = None) -> list[str]:
     join = [f"echo $$ > {shlex.quote(str(folder / 'cgroup.procs'))}" for folder in cgroups]
     return ["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--",
-            "sh", "-c", " && ".join(join + sandbox_steps(ROOT, kept)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"',
+            "sh", "-c", " && ".join(join + sandbox_steps(ROOT, hold)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"',
             "sh", *argv]
 
 
@@ -165,9 +171,9 @@ def main(args: list[str]) -> int:
     cgroups = lane_cgroups()
     # without cgroups of its own the sandbox lane would see the other's VM folders: it leaves them unchecked
     shared = {} if cgroups else {hoststate.SANDBOX_LANE: "1"}
-    kept = keep_guest_cache()
+    hold = keep_guest_cache()
     with open(log, "w") as out:
-        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups, kept), stdout=out, stderr=subprocess.STDOUT,
+        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups, hold), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
                                 env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared})
         try:
@@ -181,9 +187,9 @@ def main(args: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     away.kill()
             remove_lane_cgroups(cgroups)
-            if kept:
+            if hold is not None:
                 try:
-                    KEPT_HOLD.rmdir()
+                    hold.rmdir()
                 except OSError:
                     pass
     print(f"\n---- the second lane ({', '.join(AWAY)}), in its sandbox ----", flush=True)
