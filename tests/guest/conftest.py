@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-CACHED_TAG = "vnbtestroot"
 BOOT_TIMEOUT = 560  # the whole guest run; a quiet machine needs about 150 s, a loaded one twice that
 
 
@@ -77,11 +76,7 @@ def guest():
     bindir = str(Path(sys.executable).parent)
     argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--memory", "2G", "--cpus", "2",
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
-            "--exec", f"/bin/sh {HERE / 'cached-root.sh'} {CACHED_TAG} {sys.executable} {HERE / 'inside.py'} {shared}",
-            # the root again, read-only, for cached-root.sh to mount with a cache
-            *(f"--qemu-opts={word}" for word in (
-                "-fsdev", f"local,id={CACHED_TAG},path=/,security_model=none,readonly=on,multidevs=remap",
-                "-device", f"virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}"))]
+            "--exec", f"{sys.executable} {HERE / 'inside.py'} {shared}"]
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}  # vng runs virtme-run by name
     log = shared / "console.log"
     started = time.monotonic()
