@@ -319,11 +319,12 @@ def detect(path: str) -> Launcher:
 # check the library they load against the one named.
 
 def _version_file(real: str) -> Path:
+    """The cache entry for the launcher at ``real`` (the cache made private if missing; LaunchError if it is not)."""
     import zlib  # not hashlib (OpenSSL: 4 ms to load); two paths of one name differ in their identity
 
-    from .rundir import state_root
+    from .rundir import cache_dir
 
-    return state_root() / ".cache" / f"launcher-{zlib.crc32(os.path.realpath(real).encode()):08x}"
+    return cache_dir() / f"launcher-{zlib.crc32(os.path.realpath(real).encode()):08x}"
 
 
 def _identity(real: str) -> list:
@@ -337,12 +338,8 @@ def _known_version(real: str) -> str | None:
     import json
     import stat
 
-    from .rundir import private_dir
-
-    path = _version_file(real)
     try:
-        for folder in (path.parent.parent, path.parent):
-            private_dir(folder)
+        path = _version_file(real)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd) as handle:
             info = os.fstat(handle.fileno())
@@ -360,12 +357,9 @@ def _keep_version(real: str, output: str) -> None:
     import json
     import tempfile
 
-    from .rundir import private_dir
-
-    target, temp = _version_file(real), None
+    temp = None
     try:
-        for folder in (target.parent.parent, target.parent):
-            private_dir(folder)
+        target = _version_file(real)
         fd, temp = tempfile.mkstemp(prefix=".launcher-", dir=target.parent)
         with os.fdopen(fd, "w") as handle:
             json.dump({"identity": _identity(real), "output": output}, handle)

@@ -220,12 +220,10 @@ def link_dir(library: str, soname: str) -> str:
     import tempfile
 
     from .errors import LaunchError
-    from .rundir import private_dir, state_root
+    from .rundir import cache_dir
 
-    cache = state_root() / ".cache"  # hidden: the state root's visible entries are topologies and jobs
     try:
-        for folder in (cache.parent, cache):
-            private_dir(folder)
+        cache = cache_dir()
     except LaunchError as exc:
         raise OSError(str(exc)) from None
     key = hashlib.sha256(f"{soname}\0{library}".encode()).hexdigest()[:16]

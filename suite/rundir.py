@@ -34,6 +34,15 @@ def private_dir(path: Path) -> None:
         raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
 
 
+def cache_dir() -> Path:
+    """vnetbench's cache in the state root (hidden: the root's visible entries are topologies and jobs), both made
+    private folders of this user's when missing; LaunchError when either is not."""
+    cache = state_root() / ".cache"
+    for folder in (cache.parent, cache):
+        private_dir(folder)
+    return cache
+
+
 def make_dir(kind: str) -> Path:
     """A new private directory in the state root for files a run needs (hostfiles, ...), named
     after this process so that ``jobs.sweep_orphans`` can remove it once the process is gone."""
