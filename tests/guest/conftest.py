@@ -86,7 +86,11 @@ def guest():
         pytest.skip(f"guest tier: {reason}")
     shared = Path(tempfile.mkdtemp(prefix="vnb-guest-"))
     bindir = str(Path(sys.executable).parent)
+    from vnetbench.topologies.qemu.guests import UNUSED_MODULES
+
+    # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG)
     argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--memory", "2G", "--cpus", "2",
+            "--append", f"modprobe.blacklist={','.join(UNUSED_MODULES)}",
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
             "--exec", f"{sys.executable} {HERE / 'inside.py'} {shared}"]
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}  # vng runs virtme-run by name
