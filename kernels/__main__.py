@@ -166,7 +166,7 @@ def _refuse(problem: str, MPI, library, name, params, record_path, context) -> i
             kernel=name, params=params, ranks=_world_size_from_env(context), status="failed", detail=problem,
             topology=context.get("topology"), run_id=context.get("run_id"),
             repetition=context.get("repetition", 0), launch=_launch(context, library),
-            environment=environment.collect([socket.gethostname()], text),
+            environment=environment.collect([socket.gethostname()], text, source_facts=context.get("source")),
             run_options={key: context.get(key) for key in kernels.RANK_OPTIONS if context.get(key)})
         write_record(record, record_path)
     else:
@@ -242,7 +242,7 @@ def run(kernel, name, params, record_path, context, selected=None, problem=None)
                 validation = {"passed": False, "detail": "placement: " + "; ".join(misplaced),
                               "kernel": validation}
             env = environment.collect([p["hostname"] for p in placement], MPI.Get_library_version().strip(),
-                                      load_at_start)
+                                      load_at_start, context.get("source"))
             record = records.make_record(
                 kernel=name, params=params, ranks=size, metrics=metrics, validation=validation,
                 placement=_merge_placement(placement, context.get("placement_labels")),

@@ -2,7 +2,6 @@
 
 import functools
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 
 @functools.cache
 def cpu_model() -> str:
+    import platform
+
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -46,6 +47,12 @@ def git_dirty() -> bool | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def source() -> dict:
+    """The git facts of the vnetbench source this process runs from (a rank on a host that shares this one's
+    files runs the same source: the launcher hands these to it)."""
+    return {"git_revision": git_revision(), "git_dirty": git_dirty()}
 
 
 def _sysfs(path: str) -> str | None:
@@ -86,6 +93,11 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def _is_source(facts) -> bool:
+    return isinstance(facts, dict) and set(facts) == {"git_revision", "git_dirty"} \
+        and isinstance(facts["git_revision"], (str, type(None))) and isinstance(facts["git_dirty"], (bool, type(None)))
+
+
 # set by the runtime for every process, not chosen by anyone
 _RUNTIME_MCA = {"OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs",
                 "OMPI_MCA_orte_local_daemon_uri", "OMPI_MCA_orte_hnp_uri", "PMIX_MCA_mca_base_component_show_load_errors"}
@@ -111,8 +123,11 @@ def mpi_name(library_version: str) -> str | None:
     return " ".join(head.replace("Version:", "").split()) or None
 
 
-def collect(hostnames, mpi_library_version: str | None = None, load_at_start=None) -> dict:
-    """The environment record; ``load_at_start``: os.getloadavg() taken before the kernel ran."""
+def collect(hostnames, mpi_library_version: str | None = None, load_at_start=None, source_facts=None) -> dict:
+    """The environment record; ``load_at_start``: os.getloadavg() taken before the kernel ran; ``source_facts``:
+    ``source()`` as the launcher found it, where it runs from the same files (else they are looked up here)."""
+    import platform
+
     import numpy
 
     import vnetbench
@@ -144,8 +159,7 @@ def collect(hostnames, mpi_library_version: str | None = None, load_at_start=Non
             "python": platform.python_version(),
         },
         "mpi_library": mpi_library_version,
-        "git_revision": git_revision(),
-        "git_dirty": git_dirty(),
+        **(source_facts if _is_source(source_facts) else source()),
         "cpu": cpu_state(),
         "load_average": [round(x, 2) for x in (load_at_start or os.getloadavg())],
         "mca": mca_settings(),

@@ -166,6 +166,9 @@ class Backend(ABC):
 
     backend = "abstract"  # set by @register
     brought_up = False  # True when this object brought the topology up (and close() takes it down)
+    # the ranks read this host's files (its vnetbench source among them): this host, its namespaces, guests that
+    # share its root. Then what the launcher knows of the source stands for the ranks' (records.environment)
+    ranks_share_this_hosts_files = False
 
     def __init__(self, topology):
         self.topology = topology

@@ -39,6 +39,8 @@ class NativeTopology:
 class LocalRealised(Realised):
     """This host as it is: ranks under the local mpirun, bound to cores while they fit."""
 
+    ranks_share_this_hosts_files = True
+
     @classmethod
     def from_data(cls, data: dict, source: str, lines=None, host=None):
         """A spec topology of this host: the spec model, no VMs and no switches (``host``: unused, as this

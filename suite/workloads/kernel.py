@@ -53,6 +53,11 @@ class KernelWorkload(Workload):
         context = {"run_id": run.run_id, "repetition": run.repetition, "topology": run.realised.describe(),
                    "expected_placement": run.spec.expected_placement, "placement_labels": run.spec.placement_labels,
                    "launch": run.launch, **run.rank_options}
+        if run.realised.ranks_share_this_hosts_files:
+            from vnetbench import environment
+
+            # asked once per process, not by rank 0 at every run: two git commands cost seconds in a TCG guest
+            context["source"] = environment.source()
         return kernel_program(self.name, self.params, context)
 
     def shown(self, argv: list[str]) -> str:

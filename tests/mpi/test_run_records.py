@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import json_lines, requires_mpi, vnetbench
+from conftest import direct_launch, json_lines, requires_mpi, vnetbench
 from vnetbench import environment
 from vnetbench.kernels.counters import EVENTS
 
@@ -30,6 +30,17 @@ def test_run_counters_record_raw_ratio_and_scaled(store):
             assert (name in counters["events"]) != (name in counters["unavailable"])
 
 
+def source_facts() -> dict:
+    """What git itself says of the checkout vnetbench runs from."""
+    if not (SOURCE / ".git").exists():
+        return {"git_revision": None, "git_dirty": None}
+    git = ["git", "-C", str(SOURCE)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True)
+    status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                            timeout=10, check=True)
+    return {"git_revision": head.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+
+
 def test_run_records_the_environment_facts(store):
     proc = vnetbench("run", "halo", "--ranks", 2, "--json", "--store", store, check=0)
     (record,) = json_lines(proc.stdout)
@@ -37,9 +48,13 @@ def test_run_records_the_environment_facts(store):
     assert env["versions"]["numba"] == metadata.version("numba")
     assert len(env["load_average"]) == 3 and all(x >= 0 for x in env["load_average"])
     assert set(env["cpu"]) == {"governor", "boost", "smt"}
-    if (SOURCE / ".git").exists():
-        status = subprocess.run(["git", "-C", str(SOURCE), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
-        assert env["git_dirty"] is bool(status.stdout.strip())
-    else:
-        assert env["git_dirty"] is None
+    # the launcher hands its git facts to rank 0 (this host's files): the same as git says
+    assert {key: env[key] for key in ("git_revision", "git_dirty")} == source_facts()
+
+
+def test_a_direct_launch_looks_up_the_source_itself(tmp_path):
+    # no launcher to hand them over: rank 0 asks git, and a --context without them changes nothing
+    done, record = direct_launch("allreduce", 2, ["--max-size", "64", "--iterations", "5", "--context",
+                                                   '{"source": {"git_revision": "forged"}}'], tmp_path)
+    assert done.returncode == 0 and record is not None, done.stderr[-2000:]
+    assert {key: record["environment"][key] for key in ("git_revision", "git_dirty")} == source_facts()
