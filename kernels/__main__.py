@@ -77,6 +77,12 @@ def parse(argv: list[str]):
             raise UsageError(f"--params: unknown option {unknown[0]!r} for kernel {name}")
         params.update(given)
     context = json.loads(options.context) if options.context else {}
+    if "vnetbench_git" in context:
+        from vnetbench.environment import source_problem
+
+        problem = source_problem(context["vnetbench_git"])
+        if problem:
+            raise UsageError(f"--context: vnetbench_git: {problem}")
     for key, value in rank_options.items():  # options typed on a direct launch
         if value:
             context.setdefault(key, value)
@@ -166,7 +172,7 @@ def _refuse(problem: str, MPI, library, name, params, record_path, context) -> i
             kernel=name, params=params, ranks=_world_size_from_env(context), status="failed", detail=problem,
             topology=context.get("topology"), run_id=context.get("run_id"),
             repetition=context.get("repetition", 0), launch=_launch(context, library),
-            environment=environment.collect([socket.gethostname()], text, source_facts=context.get("source")),
+            environment=environment.collect([socket.gethostname()], text, source_facts=context.get("vnetbench_git")),
             run_options={key: context.get(key) for key in kernels.RANK_OPTIONS if context.get(key)})
         write_record(record, record_path)
     else:
@@ -242,7 +248,7 @@ def run(kernel, name, params, record_path, context, selected=None, problem=None)
                 validation = {"passed": False, "detail": "placement: " + "; ".join(misplaced),
                               "kernel": validation}
             env = environment.collect([p["hostname"] for p in placement], MPI.Get_library_version().strip(),
-                                      load_at_start, context.get("source"))
+                                      load_at_start, source_facts=context.get("vnetbench_git"))
             record = records.make_record(
                 kernel=name, params=params, ranks=size, metrics=metrics, validation=validation,
                 placement=_merge_placement(placement, context.get("placement_labels")),

@@ -9,25 +9,26 @@ from pathlib import Path
 
 @functools.cache
 def cpu_model() -> str:
-    import platform
-
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    import platform
+
     return platform.processor() or "unknown"
 
 
-@functools.cache
-def git_revision() -> str | None:
-    """The git revision of the vnetbench source, when it runs from a checkout."""
-    source = Path(__file__).resolve().parent.parent
-    if not (source / ".git").exists():
+SOURCE = Path(__file__).resolve().parent.parent  # the checkout (or installed tree) vnetbench runs from
+GIT_FACTS = {"git_revision": (str, type(None)), "git_dirty": (bool, type(None))}
+
+
+def _revision() -> str | None:
+    if not (SOURCE / ".git").exists():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "-C", str(SOURCE), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -35,14 +36,11 @@ def git_revision() -> str | None:
     return revision if out.returncode == 0 and revision else None
 
 
-@functools.cache
-def git_dirty() -> bool | None:
-    """Whether the checkout vnetbench runs from has uncommitted changes to tracked files."""
-    source = Path(__file__).resolve().parent.parent
-    if git_revision() is None:
+def _dirty(revision: str | None) -> bool | None:
+    if revision is None:
         return None
     try:
-        out = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+        out = subprocess.run(["git", "-C", str(SOURCE), "status", "--porcelain", "--untracked-files=no"],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -50,9 +48,24 @@ def git_dirty() -> bool | None:
 
 
 def source() -> dict:
-    """The git facts of the vnetbench source this process runs from (a rank on a host that shares this one's
-    files runs the same source: the launcher hands these to it)."""
-    return {"git_revision": git_revision(), "git_dirty": git_dirty()}
+    """The git facts of the vnetbench source as it is now: revision (None outside a checkout) and whether
+    tracked files changed. Asked afresh at every call: a launcher that lives through a sweep hands each run's
+    ranks what they will import then, an edit or a commit in between included."""
+    revision = _revision()
+    return {"git_revision": revision, "git_dirty": _dirty(revision)}
+
+
+def source_problem(facts) -> str | None:
+    """Why ``facts`` (a launcher's ``source()`` handed to the ranks) is not one, or None."""
+    if not isinstance(facts, dict) or set(facts) != set(GIT_FACTS) \
+            or not all(isinstance(facts[key], kinds) for key, kinds in GIT_FACTS.items()):
+        return "expected {git_revision: string or null, git_dirty: boolean or null}"
+    return None
+
+
+@functools.cache
+def _own_source() -> dict:
+    return source()  # a rank makes one record: asked once
 
 
 def _sysfs(path: str) -> str | None:
@@ -93,11 +106,6 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _is_source(facts) -> bool:
-    return isinstance(facts, dict) and set(facts) == {"git_revision", "git_dirty"} \
-        and isinstance(facts["git_revision"], (str, type(None))) and isinstance(facts["git_dirty"], (bool, type(None)))
-
-
 # set by the runtime for every process, not chosen by anyone
 _RUNTIME_MCA = {"OMPI_MCA_PREFIXES", "OMPI_MCA_cpu_type", "OMPI_MCA_initial_wdir", "OMPI_MCA_num_procs",
                 "OMPI_MCA_orte_local_daemon_uri", "OMPI_MCA_orte_hnp_uri", "PMIX_MCA_mca_base_component_show_load_errors"}
@@ -125,8 +133,9 @@ def mpi_name(library_version: str) -> str | None:
 
 def collect(hostnames, mpi_library_version: str | None = None, load_at_start=None, source_facts=None) -> dict:
     """The environment record; ``load_at_start``: os.getloadavg() taken before the kernel ran; ``source_facts``:
-    ``source()`` as the launcher found it, where it runs from the same files (else they are looked up here)."""
-    import platform
+    ``source()`` as the launcher found it where the ranks run from its files (checked by the ranks' parser),
+    else None and they are looked up here."""
+    import platform  # here, not at the top: every rank imports this module, only rank 0 collects
 
     import numpy
 
@@ -159,7 +168,7 @@ def collect(hostnames, mpi_library_version: str | None = None, load_at_start=Non
             "python": platform.python_version(),
         },
         "mpi_library": mpi_library_version,
-        **(source_facts if _is_source(source_facts) else source()),
+        **(source_facts if source_facts is not None else _own_source()),
         "cpu": cpu_state(),
         "load_average": [round(x, 2) for x in (load_at_start or os.getloadavg())],
         "mca": mca_settings(),

@@ -19,7 +19,9 @@ Its class methods are its life outside a run, its instances are topologies it re
 
 Once realised: ``launch(ranks, bind)`` returns a ``LaunchSpec`` whose ``Intent`` says hosts and slots, the
 launch agent, the subnet MPI traffic stays on, the binding (a launcher flavour renders it; a backend never
-builds an MPI's argv); ``check_ranks``, ``health``, ``describe``, ``close``.
+builds an MPI's argv); ``check_ranks``, ``health``, ``describe``, ``close``; and the class attribute
+``ranks_share_this_hosts_files`` (default False): True when the ranks read this host's files, vnetbench's
+source among them, so that the launcher's git facts of that source stand for theirs in the record.
 
 A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.errors``,
 ``procs``, ``registry``, ``rundir``, ``records`` and ``store``: it is handed what it must run (a batch job's
@@ -167,7 +169,7 @@ class Backend(ABC):
     backend = "abstract"  # set by @register
     brought_up = False  # True when this object brought the topology up (and close() takes it down)
     # the ranks read this host's files (its vnetbench source among them): this host, its namespaces, guests that
-    # share its root. Then what the launcher knows of the source stands for the ranks' (records.environment)
+    # share its root. Then what the launcher knows of the source stands for the ranks' (environment.source)
     ranks_share_this_hosts_files = False
 
     def __init__(self, topology):

@@ -308,8 +308,6 @@ class OnThisHost(Owned):
     package's own parts: ``life`` (``KIND``, ``preflight``) and ``view`` (``preview``, ``show``, ``up_lines``,
     ``describe_state``). Mixed in before ``Realised``."""
 
-    ranks_share_this_hosts_files = True  # namespaces of this host, or guests with its root as theirs
-
     @classmethod
     def _part(cls, name: str):
         import importlib

@@ -232,7 +232,7 @@ def test_two_ranks_a_guest_share_memory_there(guests):
 def test_mpich_allreduce_on_one_switch(guests):
     record = run(guests, ONE, "allreduce", "mpich", ALLREDUCE)
     in_guests(record, ONE)
-    assert record["launch"]["mpi"]["library"]["family"] == "mpich"
+    assert record["environment"]["versions"]["mpi"].startswith("MPICH "), "the guests' ranks loaded MPICH"
 
 
 def test_openmpi4_pingpong_across_two_switches_is_shaped(guests):

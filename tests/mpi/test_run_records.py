@@ -2,6 +2,7 @@
 ``vnetbench run`` (moved from tests/unit: they start mpirun, so they are this tier's)."""
 
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -48,13 +49,24 @@ def test_run_records_the_environment_facts(store):
     assert env["versions"]["numba"] == metadata.version("numba")
     assert len(env["load_average"]) == 3 and all(x >= 0 for x in env["load_average"])
     assert set(env["cpu"]) == {"governor", "boost", "smt"}
-    # the launcher hands its git facts to rank 0 (this host's files): the same as git says
+    # what git says (handed to rank 0 by the launcher here: tests/unit/test_environment_facts.py)
     assert {key: env[key] for key in ("git_revision", "git_dirty")} == source_facts()
 
 
-def test_a_direct_launch_looks_up_the_source_itself(tmp_path):
-    # no launcher to hand them over: rank 0 asks git, and a --context without them changes nothing
-    done, record = direct_launch("allreduce", 2, ["--max-size", "64", "--iterations", "5", "--context",
-                                                   '{"source": {"git_revision": "forged"}}'], tmp_path)
+def test_a_direct_launch_asks_git_itself_and_refuses_malformed_facts(tmp_path):
+    # no launcher to hand the facts over: rank 0 asks git
+    smoke = ["--max-size", "64", "--iterations", "5"]
+    done, record = direct_launch("allreduce", 2, smoke, tmp_path)
     assert done.returncode == 0 and record is not None, done.stderr[-2000:]
     assert {key: record["environment"][key] for key in ("git_revision", "git_dirty")} == source_facts()
+    # facts of the wrong shape in --context are a launcher's bug: refused (exit 2), not replaced quietly
+    (tmp_path / "record.json").unlink()
+    done, record = direct_launch("allreduce", 2, [*smoke, "--context", '{"vnetbench_git": {"git_revision": "x"}}'],
+                                 tmp_path)
+    assert done.returncode == 2 and record is None, done.stderr[-2000:]
+    # what a rank says (mpirun may drop it when it ends the job at the first rank's exit): its parser's refusal
+    said = subprocess.run([sys.executable, "-m", "vnetbench.kernels", "allreduce", *smoke, "--context",
+                           '{"vnetbench_git": {"git_revision": "x"}}'], capture_output=True, text=True, timeout=60)
+    assert said.returncode == 2 and said.stderr.strip().splitlines() == [
+        "vnetbench.kernels: error: --context: vnetbench_git: expected {git_revision: string or null, git_dirty: "
+        "boolean or null}"], said.stderr

@@ -31,3 +31,63 @@ def test_cpu_state_of_this_machine_is_what_sysfs_says():
         assert governor.read_text().strip() in state["governor"]
     else:
         assert state["governor"] is None
+
+
+# ---- the git facts of vnetbench's source: asked by the launcher where the ranks share its files ------------
+
+def _context(backend: str) -> dict:
+    """The --context a kernel's ranks get from the launcher on a topology of ``backend`` (a stand-in run: the
+    workload reads only these fields of it)."""
+    import json
+    from types import SimpleNamespace
+
+    from vnetbench.topologies.base import backend as backend_class
+    from vnetbench.workloads.kernel import KernelWorkload
+
+    cls = backend_class(backend)
+    realised = SimpleNamespace(ranks_share_this_hosts_files=cls.ranks_share_this_hosts_files,
+                               describe=lambda: {"name": "t", "backend": backend})
+    run = SimpleNamespace(run_id="r", repetition=1, realised=realised, launch={}, rank_options={},
+                          spec=SimpleNamespace(expected_placement=None, placement_labels=None))
+    argv = KernelWorkload("allreduce").rank_argv(run)
+    return json.loads(argv[argv.index("--context") + 1])
+
+
+def test_the_launcher_hands_its_git_facts_only_where_the_ranks_read_its_files():
+    for name in ("local", "netns", "qemu"):
+        assert _context(name)["vnetbench_git"] == environment.source(), name
+    for name in ("hosts", "slurm"):  # other hosts' files: rank 0 asks its own git
+        assert "vnetbench_git" not in _context(name), name
+
+
+def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch):
+    answers = iter(["a" * 40, "", "b" * 40, " M suite/x.py\n"])
+
+    def git(argv, **_):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(returncode=0, stdout=next(answers))
+
+    monkeypatch.setattr(environment, "SOURCE", Path("/"))  # any folder: only ".git" is looked for
+    monkeypatch.setattr(Path, "exists", lambda self: True)
+    monkeypatch.setattr(environment.subprocess, "run", git)
+    # a launcher living through a sweep: a commit and an edit between two runs show in the second
+    assert environment.source() == {"git_revision": "a" * 40, "git_dirty": False}
+    assert environment.source() == {"git_revision": "b" * 40, "git_dirty": True}
+    assert environment.source_problem({"git_revision": "c", "git_dirty": None}) is None
+    for bad in ({"git_revision": "c"}, {"git_revision": 3, "git_dirty": False}, ["c", False],
+                {"git_revision": None, "git_dirty": "no", "x": 1}):
+        assert environment.source_problem(bad), bad
+
+
+def test_collect_uses_the_facts_it_is_handed(monkeypatch):
+    run = environment.subprocess.run
+
+    def no_git(argv, *args, **kwargs):
+        assert argv[0] != "git", "rank 0 ran git although the launcher handed it the facts"
+        return run(argv, *args, **kwargs)  # platform's own (uname -p) may run
+
+    monkeypatch.setattr(environment.subprocess, "run", no_git)
+    handed = {"git_revision": "d" * 40, "git_dirty": True}
+    env = environment.collect(["h"], None, source_facts=handed)
+    assert (env["git_revision"], env["git_dirty"]) == ("d" * 40, True)

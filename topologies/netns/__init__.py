@@ -25,6 +25,8 @@ class NetnsBackend(OnThisHost, Realised):
     """A netns topology that is up: brought up by this object (and torn down by ``close``,
     at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
 
+    ranks_share_this_hosts_files = True  # its VMs are namespaces of this host: the same files
+
     # ---- specs --------------------------------------------------------------------------
 
     @classmethod

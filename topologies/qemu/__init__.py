@@ -29,6 +29,10 @@ class QemuBackend(OnThisHost, Realised):
     """A qemu topology that is up: brought up by this object (and torn down by ``close``, at exit, and on
     SIGTERM/SIGINT), or attached to (and then left up)."""
 
+    # the guests' root is this host's, shared read-only (a 9p root bound with cache=loose may show a file
+    # edited on the host while the guests are up as it was when they first read it)
+    ranks_share_this_hosts_files = True
+
     # ---- refs and specs ------------------------------------------------------------------
 
     @classmethod
