@@ -60,7 +60,7 @@ def test_the_launcher_hands_its_git_facts_only_where_the_ranks_read_its_files():
         assert "vnetbench_git" not in _context(name), name
 
 
-def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch):
+def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch, tmp_path):
     answers = iter(["a" * 40, "", "b" * 40, " M suite/x.py\n"])
 
     def git(argv, **_):
@@ -68,8 +68,8 @@ def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch):
 
         return SimpleNamespace(returncode=0, stdout=next(answers))
 
-    monkeypatch.setattr(environment, "SOURCE", Path("/"))  # any folder: only ".git" is looked for
-    monkeypatch.setattr(Path, "exists", lambda self: True)
+    (tmp_path / ".git").mkdir()  # a checkout: git's answers are the stand-in's below
+    monkeypatch.setattr(environment, "SOURCE", tmp_path)
     monkeypatch.setattr(environment.subprocess, "run", git)
     # a launcher living through a sweep: a commit and an edit between two runs show in the second
     assert environment.source() == {"git_revision": "a" * 40, "git_dirty": False}
