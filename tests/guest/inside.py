@@ -29,10 +29,14 @@ OUT = Path(sys.argv[1])
 facts: dict = {"steps": {}}
 
 
+SAVING = threading.RLock()  # the steps and the watch below both save
+
+
 def save() -> None:
-    tmp = OUT / "facts.json.tmp"
-    tmp.write_text(json.dumps(facts, indent=1))
-    os.replace(tmp, OUT / "facts.json")
+    with SAVING:
+        tmp = OUT / "facts.json.tmp"
+        tmp.write_text(json.dumps(facts, indent=1))
+        os.replace(tmp, OUT / "facts.json")
 
 
 def since_boot() -> float:
@@ -43,6 +47,37 @@ def since_boot() -> float:
 # failure to report, not a guest that could not be had (the host skips only when this file never came)
 facts["started_since_boot"] = since_boot()
 save()
+
+
+def processes() -> list[str]:
+    """'PID STATE WCHAN COMMAND' of every process but the kernel's: where each one waits."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            if entry.name.isdigit() and cmdline:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                found.append(f"{entry.name} {state} {(entry / 'wchan').read_text() or '-'} {cmdline[:160]}")
+        except OSError:
+            continue
+    return sorted(found, key=lambda line: int(line.split()[0]))
+
+
+def watch() -> None:
+    """Every 30 s, what runs in the guest and where it waits: a step that never ends (seen twice: the exec's
+    topology never came up after 'show') then leaves the host more than its silence."""
+    while True:
+        time.sleep(30)
+        seen = {"since_boot": since_boot(), "seen": processes()}
+        with SAVING:  # the steps change facts only outside a save; this thread only inside one
+            facts["processes"] = seen
+            try:
+                save()
+            except RuntimeError:  # a step added its facts while this save read them: the next save has them
+                pass
+
+
+threading.Thread(target=watch, daemon=True).start()
 
 
 def step(name):

@@ -19,8 +19,10 @@ DELAY_MS = 20  # confined.yaml: vswitch1's uplink, each way
 
 def observed(facts: dict, name: str):
     """The facts of one step in the guest; the test fails with the step's error when it failed."""
+    seen = facts.get("processes", {})
     assert name in facts["steps"], f"the guest never got to step {name!r}; its console:\n" \
-                                   f"{facts['host']['console_tail']}"
+                                   f"{facts['host']['console_tail']}\nits processes at {seen.get('since_boot')} s " \
+                                   f"since boot:\n" + "\n".join(seen.get("seen", []))
     step = facts["steps"][name]
     assert step["ok"], f"step {name!r} failed in the guest: {step['error']}"
     return facts[name]
