@@ -97,7 +97,8 @@ def cpu_state(root: str = "/sys/devices/system/cpu") -> dict:
 
 
 def _version(distribution: str) -> str | None:
-    # the installed version without importing the package (numba takes a second to import)
+    # the installed version without importing the package (numba takes a second to import; numpy a tenth,
+    # several seconds in an emulated guest)
     from importlib import metadata
 
     try:
@@ -137,8 +138,6 @@ def collect(hostnames, mpi_library_version: str | None = None, load_at_start=Non
     else None and they are looked up here."""
     import platform  # here, not at the top: every rank imports this module, only rank 0 collects
 
-    import numpy
-
     import vnetbench
 
     try:
@@ -163,7 +162,7 @@ def collect(hostnames, mpi_library_version: str | None = None, load_at_start=Non
             "open_mpi": open_mpi,
             "mpi": mpi,
             "mpi4py": mpi4py_version,
-            "numpy": numpy.__version__,
+            "numpy": _version("numpy"),  # an application's launcher never imports numpy otherwise
             "numba": _version("numba"),
             "python": platform.python_version(),
         },
