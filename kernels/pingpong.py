@@ -186,7 +186,6 @@ def _build_compiled():
     recv = ctypes.CFUNCTYPE(c_int, ptr, c_int, type_t, c_int, c_int, comm_t, ptr)(("MPI_Recv", lib))
     wtime = ctypes.CFUNCTYPE(ctypes.c_double)(("MPI_Wtime", lib))
 
-    @jit
     def ping(send, recv, wtime, sendp, recvp, count, dtype, comm, status, peer, warm, iters, stamps):
         err = 0
         for _ in range(warm):
@@ -199,7 +198,6 @@ def _build_compiled():
         stamps[iters] = wtime()
         return err
 
-    @jit
     def pong(send, recv, sendp, recvp, count, dtype, comm, status, peer, rounds):
         err = 0
         for _ in range(rounds):
@@ -207,12 +205,25 @@ def _build_compiled():
             err |= send(sendp, count, dtype, peer, 1, comm)
         return err
 
+    ping, pong = (jit(_named_for_abi(loop, comm_t, type_t)) for loop in (ping, pong))
     status = np.zeros(MPI._sizeof(MPI.Status), dtype=np.uint8)
     # compile (or load from numba's cache) now: zero rounds send nothing
     ping(send, recv, wtime, 0, 0, 0, 0, 0, 0, 0, 0, 0, np.empty(1))
     pong(send, recv, 0, 0, 0, 0, 0, 0, 0, 0)
     return {"ping": ping, "pong": pong, "send": send, "recv": recv, "wtime": wtime, "status": status,
             "byte": MPI._handleof(MPI.BYTE)}
+
+
+def _named_for_abi(loop, comm_t, type_t):
+    """``loop`` named after the MPI ABI's handle types, so that numba keeps each ABI's compiled loop in a cache
+    index of its own. One index holding both (int handles for MPICH, pointers for Open MPI) is not safe across
+    processes: numba names a new entry's data file from the index as it read it, so two processes compiling the
+    two ABIs at once (two MPIs' runs on one checkout or a shared home) both write data file 1 and the index keeps
+    one of the two entries, pointing at whichever data was written last (shown with two processes compiling one
+    cached function for two types; the suite once saw pingpong ranks crash 0.5 s in, at their first compiled
+    call, under two MPIs on one checkout, which this may have been)."""
+    loop.__qualname__ = f"{loop.__qualname__}_{comm_t.__name__}_{type_t.__name__}"
+    return loop
 
 
 def _latency_compiled(c, comm, rank, peer, send, recv, iters, warm):

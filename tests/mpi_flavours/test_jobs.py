@@ -6,6 +6,7 @@ naming both, before any rank joins a world."""
 import json
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -148,3 +149,34 @@ def test_a_sweep_runs_with_the_chosen_mpi(tmp_path):
     assert record["status"] == "ok" and record["launch"]["mpi"]["runtime"] == "Hydra"
     assert record["launch"]["mpi"]["library"]["chosen_by"] == "--mpi mpich"
     assert record["environment"]["versions"]["mpi"].startswith("MPICH 4.")
+
+
+@pytest.mark.timeout(180)
+def test_two_abis_compiling_pingpong_at_once_keep_apart_in_numbas_cache(tmp_path):
+    """pingpong's compiled loop differs by MPI ABI (MPICH's handles are ints, Open MPI's pointers). Runs of
+    both compiling it at once into one cold cache (two MPIs' sweeps on one checkout or home) each get a cache
+    index of their own: sharing one, both named data file 1 and one ABI's entry could point at the other's
+    code. Each ABI's next run then loads its loop from there."""
+    launchers = {flavour: launcher_of(flavour) for flavour in ("mpich", "openmpi5")}
+    cache = tmp_path / "numba-cache"
+    env = {**{k: v for k, v in os.environ.items() if k != "VNETBENCH_MPI"}, "NUMBA_CACHE_DIR": str(cache)}
+
+    def start(flavour, store):
+        return subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--mpi",
+                                 launchers[flavour], "--store", str(store), *TINY["pingpong"]],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+    for round_ in ("cold, at once", "warm"):
+        runs = {flavour: (start(flavour, tmp_path / f"{flavour}.jsonl"), tmp_path / f"{flavour}.jsonl")
+                for flavour in launchers}
+        for flavour, (proc, store) in runs.items():
+            _, err = proc.communicate(timeout=150)
+            record = last_record(store)
+            assert proc.returncode == 0 and record["status"] == "ok", (round_, flavour, err[-2000:])
+            assert record["metrics"]["latency_loop"] == "compiled", (round_, flavour, record["metrics"])
+    for loop in ("ping", "pong"):
+        indexes = sorted(path.name for path in cache.rglob(f"*.{loop}_*.nbi"))
+        assert len(indexes) == 2, indexes  # one per ABI
+        for index in indexes:
+            data = list(cache.rglob(index.removesuffix(".nbi") + ".*.nbc"))
+            assert len(data) == 1, (index, data)
