@@ -61,19 +61,26 @@ def test_the_launcher_hands_its_git_facts_only_where_the_ranks_read_its_files():
 
 
 def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch, tmp_path):
-    answers = iter(["a" * 40, "", "b" * 40, " M suite/x.py\n"])
+    import subprocess
 
-    def git(argv, **_):
-        from types import SimpleNamespace
+    def git(*args) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
 
-        return SimpleNamespace(returncode=0, stdout=next(answers))
-
-    (tmp_path / ".git").mkdir()  # a checkout: git's answers are the stand-in's below
+    # a real checkout of its own stands for vnetbench's source
+    git("init", "-q")
+    (tmp_path / "x.py").write_text("a = 1\n")
+    git("add", "x.py")
+    git("commit", "-q", "-m", "one")
     monkeypatch.setattr(environment, "SOURCE", tmp_path)
-    monkeypatch.setattr(environment.subprocess, "run", git)
-    # a launcher living through a sweep: a commit and an edit between two runs show in the second
-    assert environment.source() == {"git_revision": "a" * 40, "git_dirty": False}
-    assert environment.source() == {"git_revision": "b" * 40, "git_dirty": True}
+    first = git("rev-parse", "HEAD")
+    # a launcher living through a sweep: an edit, then a commit, between runs each show in the next run's facts
+    assert environment.source() == {"git_revision": first, "git_dirty": False}
+    (tmp_path / "x.py").write_text("a = 2\n")
+    assert environment.source() == {"git_revision": first, "git_dirty": True}
+    git("commit", "-q", "-am", "two")
+    second = git("rev-parse", "HEAD")
+    assert second != first and environment.source() == {"git_revision": second, "git_dirty": False}
     assert environment.source_problem({"git_revision": "c", "git_dirty": None}) is None
     for bad in ({"git_revision": "c"}, {"git_revision": 3, "git_dirty": False}, ["c", False],
                 {"git_revision": None, "git_dirty": "no", "x": 1}):
