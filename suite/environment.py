@@ -24,35 +24,24 @@ SOURCE = Path(__file__).resolve().parent.parent  # the checkout (or installed tr
 GIT_FACTS = {"git_revision": (str, type(None)), "git_dirty": (bool, type(None))}
 
 
-def _revision() -> str | None:
+def source() -> dict:
+    """The git facts of the vnetbench source as it is now: revision (None outside a checkout, or before its first
+    commit) and whether tracked files changed (None without a revision). Asked afresh at every call: a launcher
+    that lives through a sweep hands each run's ranks what they will import then, an edit or a commit in between
+    included. One ``git status`` says both (its v2 header carries the commit): a run's start waits on it."""
+    unknown = {"git_revision": None, "git_dirty": None}
     if not (SOURCE / ".git").exists():
-        return None
+        return unknown
     try:
-        out = subprocess.run(["git", "-C", str(SOURCE), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    revision = out.stdout.strip()
-    return revision if out.returncode == 0 and revision else None
-
-
-def _dirty(revision: str | None) -> bool | None:
-    if revision is None:
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(SOURCE), "status", "--porcelain", "--untracked-files=no"],
+        out = subprocess.run(["git", "-C", str(SOURCE), "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
-
-
-def source() -> dict:
-    """The git facts of the vnetbench source as it is now: revision (None outside a checkout) and whether
-    tracked files changed. Asked afresh at every call: a launcher that lives through a sweep hands each run's
-    ranks what they will import then, an edit or a commit in between included."""
-    revision = _revision()
-    return {"git_revision": revision, "git_dirty": _dirty(revision)}
+        return unknown
+    lines = out.stdout.splitlines()
+    revision = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
+    if out.returncode != 0 or revision is None or revision == "(initial)":
+        return unknown
+    return {"git_revision": revision, "git_dirty": any(not line.startswith("#") for line in lines)}
 
 
 def source_problem(facts) -> str | None:

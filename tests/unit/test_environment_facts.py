@@ -67,12 +67,13 @@ def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch, tmp_path):
         return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                               capture_output=True, text=True, check=True).stdout.strip()
 
-    # a real checkout of its own stands for vnetbench's source
+    # a real checkout of its own stands for vnetbench's source; before its first commit it has no revision
     git("init", "-q")
+    monkeypatch.setattr(environment, "SOURCE", tmp_path)
     (tmp_path / "x.py").write_text("a = 1\n")
     git("add", "x.py")
+    assert environment.source() == {"git_revision": None, "git_dirty": None}
     git("commit", "-q", "-m", "one")
-    monkeypatch.setattr(environment, "SOURCE", tmp_path)
     first = git("rev-parse", "HEAD")
     # a launcher living through a sweep: an edit, then a commit, between runs each show in the next run's facts
     assert environment.source() == {"git_revision": first, "git_dirty": False}
