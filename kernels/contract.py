@@ -43,7 +43,6 @@ Importing a kernel module must not initialise MPI: the launcher imports kernels 
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -65,18 +64,6 @@ class Metric:
     def series(self) -> str:
         """The name shared by every size of a per-size metric ("latency_us" for "latency_us@8B")."""
         return self.name.rsplit("@", 1)[0] if self.size is not None else self.name
-
-
-class Workload(Protocol):
-    """What report, compare, plots and html ask of a kernel or an application."""
-
-    DESCRIPTION: str
-
-    def metrics(self, m: dict) -> list[tuple[Metric, object]]: ...
-
-    def table(self, names: list[str]) -> list[str]: ...
-
-    def headline(self, m: dict) -> list[tuple[str, object]]: ...
 
 
 TableChooser = Callable[[list[str]], list[str]]

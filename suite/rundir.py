@@ -6,7 +6,6 @@ A leaf module (it imports only ``errors`` and ``procs``): the runtime and the ba
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 from . import procs
@@ -20,6 +19,8 @@ def state_root() -> Path:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return Path(runtime) / "vnetbench"
+    import tempfile  # here: the modules a run's start imports are milliseconds of every launch
+
     return Path(tempfile.gettempdir()) / f"vnetbench-{os.getuid()}"
 
 
@@ -46,6 +47,8 @@ def cache_dir() -> Path:
 def make_dir(kind: str) -> Path:
     """A new private directory in the state root for files a run needs (hostfiles, ...), named
     after this process so that ``jobs.sweep_orphans`` can remove it once the process is gone."""
+    import tempfile
+
     root = state_root()
     private_dir(root)
     return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-{procs.start_time(os.getpid())}-", dir=root))

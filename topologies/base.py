@@ -35,8 +35,8 @@ This module imports no spec model: the models (spec.py, a backend's own) stand a
 """
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from vnetbench.errors import SpecError, UsageError
 
