@@ -1,6 +1,7 @@
 """The slurm backend on a real Slurm cluster: jobs submitted, placed by Slurm's switch tree, their states mapped."""
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -137,6 +138,21 @@ def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
     assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
 
 
+def ranks_of(job: str) -> list[int]:
+    """The pids of the kernel ranks Slurm started for ``job`` (their environment names it)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # not a process, or gone
+            continue
+        # the ranks themselves (python -m vnetbench.kernels ...), not srun, whose argv carries theirs
+        if argv[1:3] == [b"-m", b"vnetbench.kernels"] and f"SLURM_JOB_ID={job}".encode() in environ:
+            pids.append(int(entry.name))
+    return pids
+
+
 def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
     spec = tmp_path / "short.yaml"
     spec.write_text(f"name: short\nbackend: slurm\npartition: {cluster.partition}\nnodes: 2\nswitches: 1\n"
@@ -151,6 +167,12 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
         wait_for(lambda: f"{job}.0" in steps(cluster, job), 60, "the ranks' job step running")
         # the YAML's limit reached Slurm (which counts limits in whole minutes: 2 s is one minute)
         assert "TimeLimit=00:01:00" in cluster.slurm("scontrol", "show", "job", "-o", job).stdout
+        # pingpong's ranks poll without pause, and the wait below lasts up to slurmctld's 30 s check: stopped, they
+        # wait without taking the machine's cores; Slurm's kill at the limit (SIGCONT, SIGTERM, then SIGKILL) ends
+        # stopped tasks as it ends running ones
+        wait_for(lambda: len(ranks_of(job)) == 2, 60, "both ranks started")
+        for pid in ranks_of(job):
+            os.kill(pid, signal.SIGSTOP)
         # rather than wait that minute (and up to 30 s more for slurmctld's periodic check), the job's end
         # is moved to now: slurmctld's own time-limit check then ends it, TIMEOUT, as at the limit
         wait_for(lambda: cluster.slurm("scontrol", "update", f"JobId={job}", "EndTime=now", check=False)
