@@ -93,6 +93,12 @@ def guest():
         pytest.skip(f"guest tier: {reason}")
     shared = Path(tempfile.mkdtemp(prefix="vnb-guest-"))
     bindir = str(Path(sys.executable).parent)
+    # the world-size shim the in-guest ``exec --record`` preloads, built here from the same source with the same
+    # compiler and libraries (the guest's root is this machine's): inside.py puts it in the guest's cache, where
+    # the guest would otherwise compile it under TCG (about 9 s of its CPU, which the tier checks nothing of)
+    from vnetbench.apps import worldsize
+
+    worldsize.build(cache=shared / "cache")
     from vnetbench.topologies.qemu.guests import UNUSED_MODULES
 
     # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG)
