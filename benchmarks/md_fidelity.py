@@ -16,7 +16,7 @@ the pair work per byte exchanged); --custom adds any fcc Lennard-Jones liquid (c
 density, temperature, steps), so that a fidelity claim can be checked on physics nobody tuned on.
 
 A topology's overhead, per repetition, is a code's step-loop time there over its native time in the same
-repetition, minus 1 (md: ``elapsed_s``; LAMMPS: "Loop time"); the two ran back to back, so the machine's
+repetition, minus 1 (md: ``elapsed_s``; LAMMPS: "Loop time"); the two ran seconds apart, so the machine's
 drifting speed cancels. The median over repetitions decides; the best-of overheads are printed beside. Goal:
 md's overhead within 2 percentage points of LAMMPS's on every topology and physics, and decided: a 90%
 bootstrap interval of the gap over the repetitions that does not reach across the goal's edge. Where the
@@ -228,8 +228,9 @@ def measure(args, log) -> dict:
 
 def paired(samples, physics, name, side) -> list[float]:
     """Per repetition, one code's overhead on ``name``, in per cent: its run there over its native run of the same
-    repetition. The two ran back to back, so a drift in the machine's speed between repetitions (a fifth within
-    minutes on a shared VM) cancels, where a ratio of medians would pair runs minutes apart."""
+    repetition. The two ran seconds apart (a code's runs on every topology come in a row), so a drift in the
+    machine's speed between repetitions (a sixth within minutes on a shared VM) cancels, where a ratio of medians
+    would pair runs minutes apart."""
     return [100 * (here["loop_s"] / base["loop_s"] - 1)
             for base, here in zip(samples[physics]["native"][side], samples[physics][name][side])]
 
