@@ -81,6 +81,31 @@ def keep_guest_cache() -> Path | None:
         return None
 
 
+def hold_root_ssh() -> Path | None:
+    """Root's ~/.ssh, made for the whole run when it is missing (the folder made; None: it was there). The sshd
+    hosts (harness/sshd_hosts.py) bind-mount each host's own folder over it, so it must exist; a harness that
+    had to make it removes it on close once no hosts of its own are left - but each lane sees only its own
+    network namespaces, so one lane's harness removed it under the other lane's hosts, whose binds went with
+    it (a host's key then went into root's real ~/.ssh). Made here, before either lane starts, no harness makes
+    or removes it."""
+    import pwd
+
+    root_ssh = Path(pwd.getpwuid(0).pw_dir) / ".ssh"
+    if root_ssh.exists():
+        return None
+    root_ssh.mkdir(mode=0o700)
+    return root_ssh
+
+
+def release_root_ssh(made: Path | None) -> None:
+    if made is None:
+        return
+    try:
+        made.rmdir()
+    except OSError as exc:
+        print(f"tests: {made}, made for the run, is left: {exc.strerror} (a test wrote into it)", file=sys.stderr)
+
+
 def can_isolate() -> str | None:
     """Why the suite cannot run in two isolated lanes here, or None when it can."""
     if os.geteuid() != 0:
@@ -172,6 +197,7 @@ def main(args: list[str]) -> int:
     # without cgroups of its own the sandbox lane would see the other's VM folders: it leaves them unchecked
     shared = {} if cgroups else {hoststate.SANDBOX_LANE: "1"}
     hold = keep_guest_cache()
+    root_ssh = hold_root_ssh()
     with open(log, "w") as out:
         away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups, hold), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
@@ -187,6 +213,7 @@ def main(args: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     away.kill()
             remove_lane_cgroups(cgroups)
+            release_root_ssh(root_ssh)
             if hold is not None:
                 try:
                     hold.rmdir()

@@ -196,7 +196,8 @@ class SshdHosts(Lifecycle):
         (self.dir / "controller_authorized_keys").write_text(Path(f"{self.client_key}.pub").read_text())
         root_ssh = Path(pwd.getpwuid(0).pw_dir) / ".ssh"
         if not root_ssh.exists():
-            # the bind-mount target must exist; removed again on close when no harness needs it
+            # the bind-mount target must exist; removed again on close when no harness needs it (a harness sees
+            # only its own lane's namespaces: for two lanes, tests/harness/lanes.py makes it for the whole run)
             root_ssh.mkdir(mode=0o700)
             self._made_root_ssh = root_ssh
         for i, name in enumerate(self.names):
