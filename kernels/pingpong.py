@@ -220,8 +220,7 @@ def _named_for_abi(loop, comm_t, type_t):
     processes: numba names a new entry's data file from the index as it read it, so two processes compiling the
     two ABIs at once (two MPIs' runs on one checkout or a shared home) both write data file 1 and the index keeps
     one of the two entries, pointing at whichever data was written last (shown with two processes compiling one
-    cached function for two types; the suite once saw pingpong ranks crash 0.5 s in, at their first compiled
-    call, under two MPIs on one checkout, which this may have been)."""
+    cached function for two types)."""
     loop.__qualname__ = f"{loop.__qualname__}_{comm_t.__name__}_{type_t.__name__}"
     return loop
 
