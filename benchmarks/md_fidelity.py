@@ -295,7 +295,7 @@ def pooled(paths: list[str]) -> dict:
 
 
 def verdict(row) -> str:
-    if not row.get("decided", True):
+    if not row["decided"]:
         return "undecided (noise)"
     return "yes" if row["met"] else "NO"
 
