@@ -10,11 +10,11 @@ guest is used for behaviour, never for timings. The tier skips, with the reason 
 last output lines, where vng, QEMU, busybox (virtme-ng's initramfs) or a kernel image is missing or
 the guest does not boot; the guest is killed whatever happens (its own process group).
 
-inside.py and everything it starts import from a cached 9p export of the root (cached-root.sh, as the qemu
-backend's guest.sh does): 79 s alone against 93 s on virtme-ng's uncached root. It had been withdrawn after
-the guest once hung busy with it; the same hang (the in-guest exec never bringing its topology up) has since
-been seen on the uncached root, so the cache is not its cause, and inside.py's watch of the guest's processes
-is what will show where it waits.
+inside.py and everything it starts import from a cached 9p export of the root (cached-root.sh, through the
+qemu backend's own, as its guest.sh does): 79 s alone against 93 s on virtme-ng's uncached root. It had been
+withdrawn after the guest once hung busy with it; the same hang (the in-guest exec never bringing its topology
+up) has since been seen on the uncached root, so the cache is not its cause, and inside.py's watch of the
+guest's processes is what will show where it waits.
 """
 
 import glob
@@ -99,17 +99,15 @@ def guest():
     from vnetbench.apps import worldsize
 
     worldsize.build(cache=shared / "cache")
-    from vnetbench.topologies.qemu.guests import UNUSED_MODULES
+    from vnetbench.topologies.qemu.guests import UNUSED_MODULES, cached_root_export
 
     # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG)
     argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--memory", "2G", "--cpus", "2",
             "--append", f"modprobe.blacklist={','.join(UNUSED_MODULES)}",
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
             "--exec", f"/bin/sh {HERE / 'cached-root.sh'} {CACHED_TAG} {sys.executable} {HERE / 'inside.py'} {shared}",
-            # the root again, read-only, for cached-root.sh to mount with a cache
-            *(f"--qemu-opts={word}" for word in (
-                "-fsdev", f"local,id={CACHED_TAG},path=/,security_model=none,readonly=on,multidevs=remap",
-                "-device", f"virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}"))]
+            # the root again, read-only, for cached-root.sh to mount with a cache, as the qemu backend exports it
+            *(f"--qemu-opts={word}" for word in cached_root_export(CACHED_TAG))]
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}  # vng runs virtme-run by name
     log = shared / "console.log"
     started = time.monotonic()

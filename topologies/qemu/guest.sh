@@ -7,19 +7,10 @@
 mac="$1" address="$2" shared="$3" cached="$4"
 fail() { echo "vnetbench-guest-failed $*"; exec sleep 3600; }
 
-# virtme-ng mounts the host's root over 9p without a cache: every file a rank opens crosses to the host again
-# (under TCG, 'import numpy' took 7 s, 'import numba' 22 s). CACHED_TAG is a second, read-only 9p export of the
-# same root that this guest may cache (cache=loose); its top-level folders are bound over the uncached ones,
-# but for the guest's own (/proc, /sys, /dev, /run) and its private overlays (/etc, /var, /tmp).
+# a cached view of the host's root (cached-root.sh says why and how), from CACHED_TAG
 if [ -n "$cached" ]; then
-  mkdir -p /run/vnetbench-root && mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288,cache=loose,access=any \
-    "$cached" /run/vnetbench-root || fail "could not mount the cached root ($cached)"
-  for dir in /run/vnetbench-root/*; do
-    name="${dir##*/}"
-    case "$name" in proc|sys|dev|run|tmp|etc|var|lost+found) continue ;; esac
-    [ -d "$dir" ] && [ ! -L "$dir" ] && [ -d "/$name" ] && [ ! -L "/$name" ] || continue
-    mount --bind "$dir" "/$name" || fail "could not bind the cached /$name"
-  done
+  /bin/sh "$(dirname "$0")/cached-root.sh" "$cached" /run/vnetbench-root 2>/run/vnetbench-root.err \
+    || fail "$(tail -n 1 /run/vnetbench-root.err)"
 fi
 
 ip link set lo up || fail "ip link set lo up"

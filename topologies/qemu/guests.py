@@ -26,6 +26,7 @@ from .qmp import Qmp
 
 MARK = "VNETBENCH_QEMU_GUEST"
 GUEST_SCRIPT = Path(__file__).with_name("guest.sh")
+CACHED_ROOT_SCRIPT = Path(__file__).with_name("cached-root.sh")  # guest.sh's cached view of the host's root
 # the guests' private writable places beside /run (virtme-ng's own tmpfs): the brief of a throwaway system
 OVERLAYS = ("/etc", "/var", "/tmp")
 READY = re.compile(r"vnetbench-guest-ready (.*)")
@@ -41,6 +42,13 @@ UNUSED_MODULES = ("kvm", "kvm_amd", "kvm_intel", "ccp", "ahci", "libahci", "liba
                   "iTCO_wdt", "iTCO_vendor_support", "intel_pmc_bxt", "lpc_ich", "i2c_i801", "pcspkr", "psmouse",
                   "serio_raw", "evdev", "button", "aesni_intel", "ghash_clmulni_intel", "sha1_ssse3", "sha256_ssse3",
                   "sha512_ssse3", "crc32_pclmul", "crc32c_intel", "crct10dif_pclmul")
+
+
+def cached_root_export(tag: str) -> list[str]:
+    """QEMU's options exporting the host's root again, read-only, as 9p ``tag``: for cached-root.sh to mount in
+    the guest with a cache (virtme-ng's own export has none)."""
+    return ["-fsdev", f"local,id={tag},path=/,security_model=none,readonly=on,multidevs=remap",
+            "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag}"]
 
 
 def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
@@ -65,9 +73,7 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
              "--qemu-opts", "-netdev", netdev, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}",
              "-qmp", f"unix:{own['qmp']},server=on,wait=off", "-pidfile", own["pidfile"]]
     if guest["rootfs"] == "9p":
-        # the root again, read-only, for guest.sh to mount with a cache (virtme-ng's own has none)
-        args += ["-fsdev", f"local,id={CACHED_TAG},path=/,security_model=none,readonly=on,multidevs=remap",
-                 "-device", f"virtio-9p-pci,fsdev={CACHED_TAG},mount_tag={CACHED_TAG}"]
+        args += cached_root_export(CACHED_TAG)
     if guest["accel"] == "kvm":
         args += ["-machine", "accel=kvm"]  # KVM or nothing: no silent fallback to TCG
     return args
