@@ -41,24 +41,24 @@ order of the report.
 Importing a kernel module must not initialise MPI: the launcher imports kernels to parse options.
 """
 
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One number a workload reports, and how to read it."""
+class Metric(namedtuple("Metric", "name label unit better scaling size", defaults=(False, None))):
+    """One number a workload reports, and how to read it: ``name``, a stable key ("elapsed_s",
+    "bandwidth_mbps.triad", "latency_us@8B"); ``label``, for people ("elapsed", "triad bandwidth", "latency at
+    8 B"); ``unit``; ``better``: "lower", "higher", or None when vnetbench does not know; ``scaling``: speedup
+    and efficiency across rank counts mean something; ``size``: the message size in bytes, for per-size
+    metrics (a series over sizes). A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
 
-    name: str  # stable key, e.g. "elapsed_s", "bandwidth_mbps.triad", "latency_us@8B"
-    label: str  # for people: "elapsed", "triad bandwidth", "latency at 8 B"
-    unit: str
-    better: str | None  # "lower", "higher", or None when vnetbench does not know
-    scaling: bool = False  # speedup and efficiency across rank counts mean something
-    size: int | None = None  # message size in bytes, for per-size metrics (a series over sizes)
+    __slots__ = ()
 
-    def __post_init__(self):
-        if self.better not in ("lower", "higher", None):
-            raise ValueError(f"Metric {self.name}: better must be 'lower', 'higher' or None, not {self.better!r}")
+    def __new__(cls, name: str, label: str, unit: str, better: str | None, scaling: bool = False,
+                size: int | None = None):
+        if better not in ("lower", "higher", None):
+            raise ValueError(f"Metric {name}: better must be 'lower', 'higher' or None, not {better!r}")
+        return super().__new__(cls, name, label, unit, better, scaling, size)
 
     @property
     def series(self) -> str:
@@ -128,19 +128,16 @@ def size_table(m: dict, columns: dict[str, str]) -> list[dict]:
     return [{columns[field]: row.get(field) for field in present} for row in rows]
 
 
-@dataclass(frozen=True)
-class OsuColumn:
-    header: str  # OSU's column title, e.g. "Avg Latency(us)"
-    field: str  # the key in each row of ``metrics["sizes"]``
-    width: int = 18  # OSU 7.4's FIELD_WIDTH, 12 for the iteration count
-    whole: bool = False  # printed as an integer (OSU's "%*lu"), else "%*.2f"
+class OsuColumn(namedtuple("OsuColumn", "header field width whole", defaults=(18, False))):
+    """One column of an OSU benchmark's output: OSU's title (``header``, e.g. "Avg Latency(us)"), the key in
+    each row of ``metrics["sizes"]`` (``field``), the ``width`` (OSU 7.4's FIELD_WIDTH, 12 for the iteration
+    count), and whether it is printed as an integer (``whole``: OSU's "%*lu"), else "%*.2f"."""
+
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class OsuLayout:
-    """One OSU benchmark's output: an empty line, ``# TITLE vVERSION``, ``# Datatype: ...``, the header, a row
-    per size."""
+class OsuLayout(namedtuple("OsuLayout", "title datatype columns")):
+    """One OSU benchmark's output: an empty line, ``# TITLE vVERSION`` (``title``, e.g. "OSU MPI Latency
+    Test"), ``# Datatype: ...`` (e.g. "MPI_CHAR"), the header of its ``columns``, a row per size."""
 
-    title: str  # e.g. "OSU MPI Latency Test"
-    datatype: str  # e.g. "MPI_CHAR"
-    columns: tuple[OsuColumn, ...]
+    __slots__ = ()

@@ -7,7 +7,7 @@ record also keeps where the pages of the rank's large mappings really are (/proc
 """
 
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from vnetbench.errors import UsageError
@@ -22,11 +22,10 @@ _MPOL = {0: "default", 1: "preferred", 2: "bind", 3: "interleave", 4: "local"}
 MPOL_BIND, MPOL_INTERLEAVE = 2, 3
 
 
-@dataclass(frozen=True)
-class NodeMap:
-    """node id -> its cpus, for the nodes that have memory."""
+class NodeMap(namedtuple("NodeMap", "nodes")):
+    """node id -> its cpus, for the nodes that have memory. A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
 
-    nodes: dict[int, tuple[int, ...]]
+    __slots__ = ()
 
     @classmethod
     def read(cls, root: Path = SYSFS) -> "NodeMap":

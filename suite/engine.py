@@ -12,8 +12,8 @@
 
 import sys
 import time
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import jobs, launch, mpiselect, topologies
@@ -42,6 +42,13 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
     store = _store(store)
+    with workload.ahead():
+        return _run(workload, ranks, topology, repeat, store, timeout, bind, mpi, rank_options, realised, on_record,
+                    echo, submit)
+
+
+def _run(workload, ranks, topology, repeat, store, timeout, bind, mpi, rank_options, realised, on_record, echo,
+         submit) -> list[dict]:
     timeout = timeout or workload.default_timeout(ranks)
     launcher, _ = mpiselect.choose(mpi, workload.program)  # before bring-up: no MPI, or one that cannot fit
     options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo)
@@ -125,15 +132,12 @@ def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: flo
     return workload.judge(run)
 
 
-@dataclass
-class Ended:
-    """How a job ended: the launcher's outcome, how long it ran, the rank that brought it down (when it
-    failed), and why the watch stopped it (None: it did not)."""
+class Ended(namedtuple("Ended", "outcome elapsed culprit problem")):
+    """How a job ended: the launcher's outcome (``launch.Outcome``), how long it ran, the rank that brought it
+    down (when it failed), and why the watch stopped it (None: it did not). A named tuple, not a dataclass
+    (``vnetbench.cli`` says why)."""
 
-    outcome: launch.Outcome
-    elapsed: float
-    culprit: dict | None
-    problem: dict | None
+    __slots__ = ()
 
 
 def _execute(realised, spec, argv, launcher, timeout, *, run_id: str, passthrough, records: bool,

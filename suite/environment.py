@@ -4,6 +4,7 @@ import functools
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -24,24 +25,69 @@ SOURCE = Path(__file__).resolve().parent.parent  # the checkout (or installed tr
 GIT_FACTS = {"git_revision": (str, type(None)), "git_dirty": (bool, type(None))}
 
 
+UNKNOWN_SOURCE = {"git_revision": None, "git_dirty": None}
+# how old a ``git status`` begun by ``ask_source`` may be when ``source`` reads it; an older one is asked again
+ASKED_FRESH_S = 2.0
+_asked: tuple[float, subprocess.Popen] | None = None  # (when, the git status) begun by ask_source
+
+
+def _git_status() -> subprocess.Popen | None:
+    if not (SOURCE / ".git").exists():
+        return None
+    try:
+        return subprocess.Popen(["git", "-C", str(SOURCE), "status", "--porcelain=v2", "--branch",
+                                 "--untracked-files=no"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return None
+
+
+def _read_status(git: subprocess.Popen | None) -> dict:
+    if git is None:
+        return dict(UNKNOWN_SOURCE)
+    try:
+        out, _ = git.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        git.kill()
+        git.communicate()
+        return dict(UNKNOWN_SOURCE)
+    lines = out.splitlines()
+    revision = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
+    if git.returncode != 0 or revision is None or revision == "(initial)":
+        return dict(UNKNOWN_SOURCE)
+    return {"git_revision": revision, "git_dirty": any(not line.startswith("#") for line in lines)}
+
+
+def ask_source() -> None:
+    """Begin the ``git status`` the next ``source()`` reads, so that git runs beside the launcher's own start
+    (a run's start would otherwise wait on it); ``drop_asked`` ends one that no run read."""
+    global _asked
+    drop_asked()
+    _asked = (time.monotonic(), _git_status())
+
+
+def drop_asked() -> None:
+    """Wait for the ``git status`` ``ask_source`` began, if no ``source()`` read it, and forget it."""
+    global _asked
+    asked, _asked = _asked, None
+    if asked is not None:
+        _read_status(asked[1])
+
+
 def source() -> dict:
     """The git facts of the vnetbench source as it is now: revision (None outside a checkout, or before its first
-    commit) and whether tracked files changed (None without a revision). Asked afresh at every call: a launcher
-    that lives through a sweep hands each run's ranks what they will import then, an edit or a commit in between
-    included. One ``git status`` says both (its v2 header carries the commit): a run's start waits on it."""
-    unknown = {"git_revision": None, "git_dirty": None}
-    if not (SOURCE / ".git").exists():
-        return unknown
-    try:
-        out = subprocess.run(["git", "-C", str(SOURCE), "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return unknown
-    lines = out.stdout.splitlines()
-    revision = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
-    if out.returncode != 0 or revision is None or revision == "(initial)":
-        return unknown
-    return {"git_revision": revision, "git_dirty": any(not line.startswith("#") for line in lines)}
+    commit) and whether tracked files changed (None without a revision). Asked afresh at every call (or read from
+    ``ask_source``'s, begun less than ASKED_FRESH_S before): a launcher that lives through a sweep hands each
+    run's ranks what they will import then, an edit or a commit in between included. One ``git status`` says
+    both (its v2 header carries the commit)."""
+    global _asked
+    asked, _asked = _asked, None
+    if asked is not None:
+        when, git = asked
+        if time.monotonic() - when <= ASKED_FRESH_S:
+            return _read_status(git)
+        _read_status(git)  # waited for, not used
+    return _read_status(_git_status())
 
 
 def source_problem(facts) -> str | None:

@@ -26,8 +26,8 @@ import shutil
 import signal
 import threading
 import time
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import procs
@@ -44,15 +44,11 @@ SEGMENT_DIRS = ("OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_btl_vader_backing
 HEALTH_INTERVAL = 0.25  # seconds between two looks at the topology
 
 
-@dataclass
-class Ending:
-    """A rank's process that ended while the job ran."""
+class Ending(namedtuple("Ending", "rank pid host after_s wait_status", defaults=(None,))):
+    """A rank's process that ended while the job ran, ``after_s`` seconds after the job started, with its
+    ``wait_status`` as waitpid gives it when it could still be read. A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
 
-    rank: int
-    pid: int
-    host: str
-    after_s: float  # since the job started
-    wait_status: int | None = None  # as waitpid gives it, when it could still be read
+    __slots__ = ()
 
 
 class Job:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
 
 from . import mpi, mpilib, procs
 from .records import SCHEMA_VERSION
@@ -58,12 +57,18 @@ def with_rank_library(launch_info: dict, record: dict) -> dict:
     return {**launch_info, "mpi": {**launch_info["mpi"], "library": seen}}
 
 
-@dataclass
 class Outcome:
-    returncode: int | None
-    timed_out: bool = False
-    records: list[dict] = field(default_factory=list)
-    stderr_tail: list[str] = field(default_factory=list)
+    """How a launch ended: the launcher's exit code, whether it timed out, the records rank 0 printed, the
+    tail of stderr. A plain class, not a dataclass (``vnetbench.cli`` says why)."""
+
+    def __init__(self, returncode: int | None, timed_out: bool = False, records: list[dict] | None = None,
+                 stderr_tail: list[str] | None = None):
+        self.returncode, self.timed_out = returncode, timed_out
+        self.records = [] if records is None else records
+        self.stderr_tail = [] if stderr_tail is None else stderr_tail
+
+    def __repr__(self) -> str:
+        return f"Outcome({vars(self)})"
 
     def tail(self, lines: int = 8) -> str:
         return " | ".join(line.strip() for line in self.stderr_tail[-lines:] if line.strip())

@@ -9,8 +9,7 @@ running ``ldd``, which would execute the program's own loader.
 
 import glob
 import os
-from collections import deque
-from dataclasses import dataclass
+from collections import deque, namedtuple
 
 # the MPI library's soname -> its ABI family
 MPI_SONAMES = {
@@ -23,15 +22,12 @@ DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", 
 MAX_LIBRARIES = 400  # a program with more is read no further (ours need a dozen)
 
 
-@dataclass(frozen=True)
-class Linkage:
+class Linkage(namedtuple("Linkage", "family soname path via", defaults=(None,))):
     """The MPI library a program needs: its ABI ``family``, ``soname``, where it was found
-    (``path``, None when the loader would not find it) and the library that needs it (``via``)."""
+    (``path``, None when the loader would not find it) and the library that needs it (``via``).
+    A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
 
-    family: str
-    soname: str
-    path: str | None
-    via: str | None = None
+    __slots__ = ()
 
     def describe(self) -> str:
         """'the MPICH ABI (libmpich.so.12)'."""

@@ -18,7 +18,7 @@ Standard library only, and cheap: it runs at every rank's start.
 import os
 import re
 import sys
-from dataclasses import dataclass
+from collections import namedtuple
 
 # the ABI family -> the sonames of its libraries, in the order they are looked for
 SONAMES = {"openmpi": ("libmpi.so.40",), "mpich": ("libmpi.so.12", "libmpich.so.12")}
@@ -36,18 +36,12 @@ class NotFound(Exception):
     """No library of the family was found for a launcher; the message says where it was looked for."""
 
 
-@dataclass(frozen=True)
-class Library:
+class Library(namedtuple("Library", "path family soname found_by product version chosen_by", defaults=("", "", ""))):
     """An MPI library file: its ABI ``family``, ``soname``, ``path`` (real path), how it was found
-    (``found_by``), and what it was chosen as: ``product`` and ``version`` (the launcher's) and ``chosen_by``."""
+    (``found_by``), and what it was chosen as: ``product`` and ``version`` (the launcher's) and ``chosen_by``.
+    A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
 
-    path: str
-    family: str
-    soname: str
-    found_by: str
-    product: str = ""
-    version: str = ""
-    chosen_by: str = ""
+    __slots__ = ()
 
     def describe(self) -> dict:
         """The record's ``launch.mpi.library``."""
@@ -202,7 +196,6 @@ def find(family: str, launcher: str, version: str | None = None) -> Library:
 
 def for_launcher(launcher, chosen_by: str) -> Library:
     """The library the ranks of ``launcher`` (a ``flavours.Launcher``) will load; UsageError when there is none."""
-    from dataclasses import replace
 
     from .errors import UsageError
 
@@ -210,7 +203,7 @@ def for_launcher(launcher, chosen_by: str) -> Library:
         found = find(launcher.family, launcher.path, launcher.version)
     except NotFound as exc:
         raise UsageError(f"--mpi: {launcher} has no MPI library here: {exc}") from None
-    return replace(found, product=launcher.title, version=launcher.version, chosen_by=chosen_by)
+    return found._replace(product=launcher.title, version=launcher.version, chosen_by=chosen_by)
 
 
 def link_dir(library: str, soname: str) -> str:

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from .errors import StoreError, UsageError
@@ -32,11 +32,11 @@ NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 LOCK_FILE_WAIT_S = 120.0
 
 
-@dataclass
-class BadLine:
-    line: int
-    reason: str
-    schema_version: object = None  # what a JSON object that is not a record says it is
+class BadLine(namedtuple("BadLine", "line reason schema_version", defaults=(None,))):
+    """A line of a store that is not a record: its number, why, and what a JSON object that is not a record
+    says it is (``schema_version``). A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
+
+    __slots__ = ()
 
 
 class Store:

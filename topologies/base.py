@@ -35,23 +35,21 @@ This module imports no spec model: the models (spec.py, a backend's own) stand a
 """
 
 from abc import ABC, abstractmethod
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from vnetbench.errors import SpecError, UsageError
 
 from .intent import Intent, prrte_args
 
 
-@dataclass(frozen=True)
-class Entry:
-    """A backend's registry line: its module (under ``vnetbench.topologies``, or absolute for a plugin), the
-    ref prefixes it owns besides ``NAME:``, and whether ``NAME:REST`` is a ref it loads (``refs``; False for a
-    backend whose topologies are presets and YAML files only: it is then left out of the refs offered)."""
+class Entry(namedtuple("Entry", "module prefixes refs", defaults=((), True))):
+    """A backend's registry line: its ``module`` (under ``vnetbench.topologies``, or absolute for a plugin),
+    the ref ``prefixes`` it owns besides ``NAME:``, and whether ``NAME:REST`` is a ref it loads (``refs``;
+    False for a backend whose topologies are presets and YAML files only: it is then left out of the refs
+    offered). A named tuple, not a dataclass, as every class a run's start makes (``vnetbench.cli`` says why)."""
 
-    module: str
-    prefixes: tuple[str, ...] = ()
-    refs: bool = True
+    __slots__ = ()
 
 
 # name -> where its backend lives; the order is the order of listings (topology status, cleanup)
@@ -71,7 +69,6 @@ MAX_RANKS = 4096
 PLUGIN_GROUP = "vnetbench.backends"
 
 
-@dataclass
 class LaunchSpec:
     """How to start ranks on a realised topology.
 
@@ -79,18 +76,23 @@ class LaunchSpec:
     to the launcher's environment; ``expected_placement[i]`` is what rank i must see of itself
     (hostname, address, cpus: checked on the rank); ``placement_labels[i]`` is what the topology
     says of rank i (vm, switch, ...), merged into the record's placement; ``notes`` are facts the
-    record keeps (oversubscribed, yield_when_idle and why).
+    record keeps (oversubscribed, yield_when_idle and why). When set, ``starter(launcher, program)`` is
+    the argv that starts the ranks instead of the MPI's own launcher (the slurm backend's srun with the
+    site's PMI), or None for the MPI's own; it notes in ``notes`` what it chose.
+
+    A plain class, not a dataclass, as every class a run's start makes (``vnetbench.cli`` says why).
     """
 
-    intent: Intent
-    env: dict[str, str] = field(default_factory=dict)
-    expected_placement: list[dict] | None = None
-    placement_labels: list[dict] | None = None
-    notes: dict = field(default_factory=dict)
-    # when set, ``starter(launcher, program)`` is the argv that starts the ranks instead of the MPI's own
-    # launcher (the slurm backend's srun with the site's PMI), or None for the MPI's own; it notes in
-    # ``notes`` what it chose
-    starter: Callable[[object, list[str]], list[str]] | None = None
+    def __init__(self, intent: Intent, env: dict[str, str] | None = None, expected_placement: list[dict] | None = None,
+                 placement_labels: list[dict] | None = None, notes: dict | None = None,
+                 starter: Callable[[object, list[str]], list[str]] | None = None):
+        self.intent, self.expected_placement, self.placement_labels = intent, expected_placement, placement_labels
+        self.env = {} if env is None else env
+        self.notes = {} if notes is None else notes
+        self.starter = starter
+
+    def __repr__(self) -> str:
+        return f"LaunchSpec({vars(self)})"
 
     @property
     def ranks(self) -> int:
@@ -107,17 +109,20 @@ class LaunchSpec:
         return self.intent.recorded_mca()
 
 
-@dataclass
 class HostReport:
-    """What ``check_hosts`` found on one host; ``problems`` empty means the host passed."""
+    """What ``check_hosts`` found on one host; ``problems`` empty means the host passed. ``clock_offset`` is
+    known to within +- ``clock_window`` seconds. A plain class (``vnetbench.cli`` says why)."""
 
-    name: str
-    address: str
-    reached: bool = False
-    probe: dict = field(default_factory=dict)
-    clock_offset: float | None = None
-    clock_window: float | None = None  # the offset is known to within +- this many seconds
-    problems: list[str] = field(default_factory=list)
+    def __init__(self, name: str, address: str, reached: bool = False, probe: dict | None = None,
+                 clock_offset: float | None = None, clock_window: float | None = None,
+                 problems: list[str] | None = None):
+        self.name, self.address, self.reached = name, address, reached
+        self.probe = {} if probe is None else probe
+        self.clock_offset, self.clock_window = clock_offset, clock_window
+        self.problems = [] if problems is None else problems
+
+    def __repr__(self) -> str:
+        return f"HostReport({vars(self)})"
 
     @property
     def ok(self) -> bool:
@@ -145,19 +150,12 @@ class Batch(ABC):
         for one cancelled outside the sweep."""
 
 
-@dataclass(frozen=True)
-class BatchItem:
+class BatchItem(namedtuple("BatchItem", "topology request ranks repetition key label job")):
     """One run of a sweep for ``Batch.sweep``: its topology and request (one repetition), the key that finds it
-    again in a ledger on --resume (configuration and repetition), how to name it in messages, and the sweep's
-    own job object (handed back to ``on_start``/``on_finish``)."""
+    again in a ledger on --resume (configuration and repetition), how to name it in messages (``label``), and
+    the sweep's own job object (handed back to ``on_start``/``on_finish``)."""
 
-    topology: object
-    request: dict
-    ranks: int
-    repetition: int
-    key: str
-    label: str
-    job: object
+    __slots__ = ()
 
 
 class Backend(ABC):

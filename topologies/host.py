@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 # never usable for an emulated subnet, whatever the routing table says
@@ -19,14 +19,12 @@ NODE_SYSFS = Path("/sys/devices/system/node")
 OWN_PREFIX = "vnb"
 
 
-@dataclass(frozen=True)
-class HostFacts:
-    cpus_by_node: dict[int, tuple[int, ...]]
-    memory: int
-    # (what it is, network) for each IPv4 address and route of the host, default routes excepted
-    networks: tuple[tuple[str, ipaddress.IPv4Network], ...] = ()
-    networks_known: bool = True
-    name: str = "localhost"
+class HostFacts(namedtuple("HostFacts", "cpus_by_node memory networks networks_known name",
+                           defaults=((), True, "localhost"))):
+    """A host's cpus by NUMA node, its memory in bytes, and ``networks``: (what it is, network) for each IPv4
+    address and route of the host, default routes excepted. A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
+
+    __slots__ = ()
 
     @property
     def cpus(self) -> list[int]:

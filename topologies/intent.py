@@ -6,33 +6,38 @@ and the arguments a record shows. This module imports nothing of vnetbench: ever
 """
 
 import os
-from dataclasses import dataclass, field
 
 # what a VM's one network interface is called inside its namespace (netns backend)
 VM_IFACE = "eth0"
 
 
-@dataclass
 class Intent:
     """What a backend wants started, whatever the MPI: ``ranks`` ranks on ``hosts`` ((name, slots); None
     for this host alone) or a ``hostfile`` (Open MPI syntax), filled ``slot`` by slot or round-robin by
     ``node``, bound or not, through a launch ``agent`` (a command used instead of ssh, with ``ssh_args``),
-    with TCP and out-of-band traffic on ``subnet`` (and, inside emulated VMs, on ``iface``)."""
+    with TCP and out-of-band traffic on ``subnet`` (and, inside emulated VMs, on ``iface``); ``mca``: Open
+    MPI's MPI-layer settings (--mca), ``prte``: PRRTE settings not stated above, ``source``: the Open MPI 5
+    arguments it was read from, if any.
 
-    ranks: int
-    hosts: list[tuple[str, int]] | None = None
-    hostfile: str | None = None
-    map_by: str = "slot"
-    bind: str | None = None
-    oversubscribe: bool = False
-    agent: str | None = None
-    ssh_args: str | None = None
-    subnet: str | None = None
-    iface: str | None = None
-    prefix: str | None = None
-    mca: dict[str, str] = field(default_factory=dict)  # Open MPI's MPI-layer settings (--mca)
-    prte: dict[str, str] = field(default_factory=dict)  # PRRTE settings not stated above
-    source: list[str] = field(default_factory=list)  # the Open MPI 5 arguments it was read from, if any
+    A plain class, not a dataclass, as every class a run's start makes (``vnetbench.cli`` says why)."""
+
+    def __init__(self, ranks: int, hosts: list[tuple[str, int]] | None = None, hostfile: str | None = None,
+                 map_by: str = "slot", bind: str | None = None, oversubscribe: bool = False,
+                 agent: str | None = None, ssh_args: str | None = None, subnet: str | None = None,
+                 iface: str | None = None, prefix: str | None = None, mca: dict[str, str] | None = None,
+                 prte: dict[str, str] | None = None, source: list[str] | None = None):
+        self.ranks, self.hosts, self.hostfile, self.map_by, self.bind = ranks, hosts, hostfile, map_by, bind
+        self.oversubscribe, self.agent, self.ssh_args = oversubscribe, agent, ssh_args
+        self.subnet, self.iface, self.prefix = subnet, iface, prefix
+        self.mca = {} if mca is None else mca
+        self.prte = {} if prte is None else prte
+        self.source = [] if source is None else source
+
+    def __repr__(self) -> str:
+        return f"Intent({vars(self)})"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
 
     @property
     def yield_when_idle(self) -> bool:

@@ -5,26 +5,34 @@ machine formats, its csv rows and its json value. Builders (report.py, compare.p
 text through format.py; the printed formats (formats/) write a document out.
 """
 
-from dataclasses import dataclass, field
 
-
-@dataclass
 class Grid:
-    headers: list[str]
-    rows: list[list[str]]
-    title: str = ""
-    notes: list[str] = field(default_factory=list)
+    """A titled grid of text cells, with notes under it. A plain class, not a dataclass: ``run`` prints one
+    after every job (``vnetbench.cli`` says why)."""
+
+    def __init__(self, headers: list[str], rows: list[list[str]], title: str = "", notes: list[str] | None = None):
+        self.headers, self.rows, self.title = headers, rows, title
+        self.notes = [] if notes is None else notes
+
+    def __repr__(self) -> str:
+        return f"Grid({vars(self)})"
 
 
-@dataclass
 class Document:
-    grids: list[Grid] = field(default_factory=list)
-    before: list[str] = field(default_factory=list)
-    after: list[str] = field(default_factory=list)
-    legend: dict[str, str] = field(default_factory=dict)
-    heading: str = ""  # markdown only: the document's title
-    csv_rows: list[list] | None = None  # None: the csv of the first grid
-    data: object = None  # the json form; None: the grids as objects
+    """Grids with lines before and after them and a legend; ``heading``: the document's title (markdown only);
+    ``csv_rows``: None for the csv of the first grid; ``data``: the json form, None for the grids as objects."""
+
+    def __init__(self, grids: list[Grid] | None = None, before: list[str] | None = None,
+                 after: list[str] | None = None, legend: dict[str, str] | None = None, heading: str = "",
+                 csv_rows: list[list] | None = None, data: object = None):
+        self.grids = [] if grids is None else grids
+        self.before = [] if before is None else before
+        self.after = [] if after is None else after
+        self.legend = {} if legend is None else legend
+        self.heading, self.csv_rows, self.data = heading, csv_rows, data
+
+    def __repr__(self) -> str:
+        return f"Document({vars(self)})"
 
 
 def columns(headers: list[str], rows: list[list]) -> str:

@@ -8,13 +8,12 @@ records after every job, and their imports would add to what every run costs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from . import format as fmt
 from . import formats
 from . import metrics as registry
 from .render import Document, Grid
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (2.5 ms of every run's end)
 if TYPE_CHECKING:
     from .tables import StudyTable
 

@@ -7,33 +7,36 @@ the rest the same way for every workload: launcher, job directory and watch, bou
 the whole process tree, the store. ``to_request``/``from_request`` carry a workload to a batch job as JSON.
 """
 
+import contextlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 
 from vnetbench.records import new_run_id, now
 
 
-@dataclass
 class Run:
-    """One repetition, as the engine hands it to its workload: what was launched and what came of it."""
+    """One repetition, as the engine hands it to its workload: what was launched and what came of it.
+    A plain class, not a dataclass (``vnetbench.cli`` says why)."""
 
-    realised: object  # the topology it ran on (topologies.Backend, realised)
-    spec: object  # the LaunchSpec the ranks were started with
-    ranks: int
-    repetition: int
-    timeout: float | None
-    launcher: object  # flavours.Launcher
-    bind: str | None = None  # --bind as asked (None: the backend's default)
-    rank_options: dict = field(default_factory=dict)
-    echo: object = None  # where a program's own output is shown (None: not shown)
-    run_id: str = field(default_factory=new_run_id)
-    started_at: str = field(default_factory=now)
-    launch: dict = field(default_factory=dict)  # the record's ``launch``
-    outcome: object = None  # launch.Outcome, once the job ended
-    elapsed: float | None = None  # seconds the job ran
-    culprit: dict | None = None  # the rank that brought the job down (jobs.Job.culprit), when it failed
-    problem: dict | None = None  # why the job's watch stopped it ({"detail", "vms"}), or None
-    seen: dict = field(default_factory=dict)  # what the workload kept of this run (its capture, its guard, ...)
+    def __init__(self, realised, spec, ranks: int, repetition: int, timeout: float | None, launcher,
+                 bind: str | None = None, rank_options: dict | None = None, echo=None):
+        self.realised = realised  # the topology it ran on (topologies.Backend, realised)
+        self.spec = spec  # the LaunchSpec the ranks were started with
+        self.ranks, self.repetition, self.timeout = ranks, repetition, timeout
+        self.launcher = launcher  # flavours.Launcher
+        self.bind = bind  # --bind as asked (None: the backend's default)
+        self.rank_options = {} if rank_options is None else rank_options
+        self.echo = echo  # where a program's own output is shown (None: not shown)
+        self.run_id: str = new_run_id()
+        self.started_at: str = now()
+        self.launch: dict = {}  # the record's ``launch``
+        self.outcome = None  # launch.Outcome, once the job ended
+        self.elapsed: float | None = None  # seconds the job ran
+        self.culprit: dict | None = None  # the rank that brought the job down (jobs.Job.culprit), when it failed
+        self.problem: dict | None = None  # why the job's watch stopped it ({"detail", "vms"}), or None
+        self.seen: dict = {}  # what the workload kept of this run (its capture, its guard, ...)
+
+    def __repr__(self) -> str:
+        return f"Run({vars(self)})"
 
     def where(self, rank: int) -> str | None:
         """The VM (or host) the topology put ``rank`` on, or None when it does not say."""
@@ -88,6 +91,12 @@ class Workload(ABC):
     def default_timeout(self, ranks: int) -> float | None:
         """Seconds after which a run on ``ranks`` ranks is presumed hung, when --timeout is not given."""
         return None
+
+    def ahead(self):
+        """A context manager around the runs, entered once the input is known good, before the topology comes
+        up: it may begin what ``rank_argv`` will read, so that it runs beside the launcher's own start, and
+        ends what was not read when it exits."""
+        return contextlib.nullcontext()
 
     # ---- one run --------------------------------------------------------------------------
 

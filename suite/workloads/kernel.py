@@ -1,5 +1,7 @@
 """A kernel of ``vnetbench.kernels`` as a workload: its checks, its rank-side command, and the record rank 0 prints."""
 
+import contextlib
+
 from vnetbench import kernels
 from vnetbench.errors import UsageError
 from vnetbench.records import failure_record
@@ -44,6 +46,16 @@ class KernelWorkload(Workload):
     def default_timeout(self, ranks: int) -> float | None:
         return self.module.default_timeout(self.params, ranks)
 
+    @contextlib.contextmanager
+    def ahead(self):
+        from vnetbench import environment
+
+        environment.ask_source()  # git runs on another core while this one starts the launch
+        try:
+            yield
+        finally:
+            environment.drop_asked()
+
     def launch_fields(self, run: Run) -> dict:
         return {"bind_requested": run.bind}
 
@@ -56,8 +68,8 @@ class KernelWorkload(Workload):
         if run.realised.ranks_share_this_hosts_files:
             from vnetbench import environment
 
-            # asked here rather than by rank 0: two git commands are milliseconds on this host and seconds of a
-            # TCG guest's CPU, while the other ranks spin in their bcast
+            # asked by the launcher rather than by rank 0: a git command is milliseconds on this host and seconds
+            # of a TCG guest's CPU, while the other ranks spin in their bcast (``ahead`` began it)
             context["vnetbench_git"] = environment.source()
         return kernel_program(self.name, self.params, context)
 

@@ -75,6 +75,18 @@ def test_single_rank_allreduce_and_repeats(store):
     assert env["cores"] >= 1 and env["cpu_model"] and env["hostnames"]
 
 
+def test_a_run_and_its_table_import_neither_dataclasses_nor_typing(store):
+    """The launcher's start and end are what a run costs beyond its job; the classes it makes are plain classes
+    and named tuples (vnetbench.cli says why). -X importtime lists what this process imported (not the ranks')."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "vnetbench", "run", "allreduce", "--ranks", "1",
+                           "--store", str(store), *TINY_ALLREDUCE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "avg us @4096B" in proc.stdout  # the run's table was laid out and printed
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "vnetbench.engine" in imported and "vnetbench.analysis.render" in imported
+    assert not imported & {"dataclasses", "typing", "inspect"}, sorted(imported & {"dataclasses", "typing", "inspect"})
+
+
 def test_timeout_kills_the_whole_job_and_is_recorded(store):
     marker = "9999973"  # an iteration count no other run uses, to find this job's processes
     start = time.monotonic()
