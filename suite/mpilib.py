@@ -209,8 +209,7 @@ def for_launcher(launcher, chosen_by: str) -> Library:
 def link_dir(library: str, soname: str) -> str:
     """A directory of vnetbench's holding ``soname -> library`` (made once, atomically, kept for later runs);
     OSError when it cannot be."""
-    import hashlib
-    import tempfile
+    import zlib  # not hashlib (OpenSSL: 3 ms to load), as flavours' launcher cache; a clash fails the check below
 
     from .errors import LaunchError
     from .rundir import cache_dir
@@ -219,9 +218,10 @@ def link_dir(library: str, soname: str) -> str:
         cache = cache_dir()
     except LaunchError as exc:
         raise OSError(str(exc)) from None
-    key = hashlib.sha256(f"{soname}\0{library}".encode()).hexdigest()[:16]
-    final = cache / f"mpilib-{key}"
+    final = cache / f"mpilib-{zlib.crc32((soname + chr(0) + library).encode()):08x}"
     if not final.is_dir():
+        import tempfile  # once a library: every later run finds the link made
+
         temp = tempfile.mkdtemp(prefix=".mpilib-", dir=cache)
         os.symlink(library, os.path.join(temp, soname))
         try:
