@@ -63,6 +63,8 @@ class Job:
         self._stop = threading.Event()
         self._wake = None  # a pipe whose write end ``stop`` closes: the watch's select returns at once
         self._thread = None
+        self._mpirun: int | None = None  # the job's mpirun, once started
+        self._given = threading.Event()  # set when the watch has its mpirun (or is stopped before it)
         self._started = time.monotonic()
 
     # ---- directory ------------------------------------------------------------------------
@@ -103,15 +105,30 @@ class Job:
 
     # ---- watch ----------------------------------------------------------------------------
 
-    def watch(self, mpirun_pid: int) -> None:
-        """Start watching the ranks and the topology of the job whose mpirun is ``mpirun_pid``."""
-        self._started = time.monotonic()
+    def watch(self) -> Callable[[int], None]:
+        """Start the watch of the job's ranks and topology; it begins once the function returned is given the
+        job's mpirun's pid. Started before mpirun is, while the cores are free: a thread's start waits until it
+        runs, and behind a starting mpirun that was up to 4 ms of every run's start."""
         self._wake = os.pipe()
-        self._thread = threading.Thread(target=self._watch, args=(mpirun_pid, self._wake[0]), daemon=True)
+        self._thread = threading.Thread(target=self._await_mpirun, args=(self._wake[0],), daemon=True)
         self._thread.start()
+        return self._begin
+
+    def _begin(self, mpirun_pid: int) -> None:
+        self._started = time.monotonic()
+        self._mpirun = mpirun_pid
+        self._given.set()
+
+    def _await_mpirun(self, wake: int) -> None:
+        self._given.wait()
+        if self._mpirun is None:  # stopped before its mpirun started (the launch failed)
+            os.close(wake)
+            return
+        self._watch(self._mpirun, wake)
 
     def stop(self) -> None:
         self._stop.set()
+        self._given.set()  # a watch still waiting for its mpirun ends too
         if self._wake is not None:
             os.close(self._wake[1])  # the watch closes the read end as it ends: it may still be in select
             self._wake = None
