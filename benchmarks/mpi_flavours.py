@@ -69,7 +69,8 @@ def main(argv=None) -> int:
         bare, ours = (results[pair.name][side].values.get("wall", []) for side in measure.SIDES)
         rows.append({"pair": pair.name, "bare_s": verdict.reference, "vnetbench_s": verdict.subject,
                      "ratio": verdict.subject / verdict.reference if verdict.reference else None,
-                     "difference_s": verdict.measured, "passed": verdict.passed, "problem": verdict.problem,
+                     "difference_s": verdict.measured, "passed": verdict.met, "result": verdict.result,
+                     "interval_s": verdict.interval, "problem": verdict.problem,
                      "bare_samples": bare, "vnetbench_samples": ours, "reference": pair.reference,
                      "subject": pair.subject})
     if args.json:
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
             print(f"{row['pair']:<26} failed: {row['problem']}")
             continue
         print(f"{row['pair']:<26} {row['bare_s']:>7.3f} {row['vnetbench_s']:>10.3f} {row['ratio']:>6.2f} "
-              f"{row['difference_s']:>+12.3f}  {'PASS' if row['passed'] else 'FAIL'}")
+              f"{row['difference_s']:>+12.3f}  {row['result']}")
     for name, library in libraries.items():
         print(f"{name}: the ranks' library {library['path']} ({library['product']} {library['version']}, "
               f"found by {library['found_by']})")

@@ -126,6 +126,16 @@ def make_pairs(names, settings, binaries, folder: Path):
     return [pair for name in names for pair in makers[name]()], argv
 
 
+def summary(verdicts) -> str:
+    """The last line: met, missed, or not missed but undecided (the machine's noise)."""
+    if all(v.met for v in verdicts):
+        return "all targets met"
+    if any(v.decided and not v.passed for v in verdicts):
+        return "some targets missed"
+    undecided = sum(not v.decided for v in verdicts)
+    return f"no target missed, {undecided} undecided: the pairs spread wider than the margin (see above)"
+
+
 def document(command, info, settings, argv, pairs, results, verdicts) -> dict:
     def per_side(name, attribute):
         return {side: getattr(results[name][side], attribute) for side in measure.SIDES}
@@ -133,7 +143,7 @@ def document(command, info, settings, argv, pairs, results, verdicts) -> dict:
     return {
         "format_version": FORMAT_VERSION,
         "command": command,
-        "passed": all(v.passed for v in verdicts),
+        "passed": all(v.met for v in verdicts),
         "environment": info,
         "settings": vars(settings),
         "launch": argv,
@@ -200,7 +210,7 @@ def main(argv=None) -> int:
         print(table.render(verdicts, markdown=args.markdown))
         for line in table.notes(verdicts):
             print(line)
-        print("all targets met" if doc["passed"] else "some targets missed")
+        print(summary(verdicts))
     return 0 if doc["passed"] else 1
 
 

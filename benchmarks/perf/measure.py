@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import programs
-from .targets import Check, Pair, Unusable
+from .targets import Check, Pair, Unusable, median_interval
 
 SIDES = ("reference", "subject")
 # other processes using more cores than this during a run that decided a verdict make it
@@ -38,17 +38,34 @@ class Verdict:
     problem: str | None = None
     load: tuple[float | None, float | None] = (None, None)  # other processes' cores, deciding runs
     pairs: list[float] = field(default_factory=list)  # the measure of each repetition: the noise
+    # a paired verdict's 90% bootstrap interval of the median of ``pairs`` (None: not a paired verdict)
+    interval: tuple[float, float] | None = None
 
     @property
     def noisy(self) -> bool:
         return any(value is not None and value > NOISY_CORES for value in self.load)
+
+    @property
+    def decided(self) -> bool:
+        """False when the pairs spread so wide that the median could lie on the threshold's other side: the
+        machine's noise, not vnetbench, would decide (more repetitions narrow the interval)."""
+        return self.problem is not None or self.check.decided(self.interval)
+
+    @property
+    def met(self) -> bool:
+        return self.passed and self.decided
+
+    @property
+    def result(self) -> str:
+        return ("PASS" if self.passed else "FAIL") if self.decided else "undecided"
 
     def to_dict(self) -> dict:
         c = self.check
         return {"pair": self.pair, "target": c.key, "label": c.label, "unit": c.unit, "kind": c.kind,
                 "threshold": c.threshold, "higher_is_better": c.higher_is_better, "statistic": c.statistic,
                 "reference": self.reference, "subject": self.subject, "measured": self.measured,
-                "passed": self.passed, "problem": self.problem, "noisy": self.noisy,
+                "passed": self.passed, "decided": self.decided, "interval": self.interval, "result": self.result,
+                "problem": self.problem, "noisy": self.noisy,
                 "others_busy_cores": {"reference": self.load[0], "subject": self.load[1]},
                 "samples": {"reference": self.reference_samples, "subject": self.subject_samples},
                 "pairs": self.pairs}
@@ -113,10 +130,12 @@ def verdicts(pairs: list[Pair], results: dict[str, dict[str, Samples]]) -> list[
                 continue
             reference, subject, measured = check.compare(ref_samples, sub_samples)
             load = _load(check, ref_samples, ref.others_busy), _load(check, sub_samples, sub.others_busy)
+            each = check.per_pair(ref_samples, sub_samples)
+            interval = median_interval(each) if check.statistic == "paired" else None
             # a failed run is a failed target even when the other repetitions looked fine
             out.append(Verdict(pair.name, check, reference, subject, measured,
                                check.passes(measured) and not problems, ref_samples, sub_samples,
-                               "; ".join(problems) or None, load, check.per_pair(ref_samples, sub_samples)))
+                               "; ".join(problems) or None, load, each, interval))
     return out
 
 

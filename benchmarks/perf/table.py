@@ -55,7 +55,7 @@ def _load(v: Verdict) -> str:
 def rows(verdicts: list[Verdict]) -> list[tuple[str, ...]]:
     return [(v.check.label, v.check.unit, _number(v.reference, v.check.unit), _number(v.subject, v.check.unit),
              _measured(v), _spread(v), _threshold(v), _load(v),
-             ("PASS" if v.passed else "FAIL") + ("?" if v.noisy else "")) for v in verdicts]
+             v.result + ("?" if v.noisy else "")) for v in verdicts]
 
 
 def render(verdicts: list[Verdict], markdown: bool = False) -> str:
@@ -75,6 +75,10 @@ def render(verdicts: list[Verdict], markdown: bool = False) -> str:
 
 def notes(verdicts: list[Verdict]) -> list[str]:
     out = [f"problem: {v.check.label}: {v.problem}" for v in verdicts if v.problem]
+    out += [f"undecided: {v.check.label}: the median of the pairs is {_measure(v.measured, v)}, its 90% bootstrap "
+            f"interval {_measure(v.interval[0], v)} to {_measure(v.interval[1], v)} reaches across {_threshold(v)}: "
+            f"this machine's noise, not vnetbench, would decide; more --repeat narrows it"
+            for v in verdicts if not v.decided]
     if any(v.noisy for v in verdicts):
         out.append(NOISY_NOTE)
     return out

@@ -61,10 +61,25 @@ class Check:
         """The measure of each repetition where both sides gave a value: how far the pairs spread."""
         return [self.measure(r, s) for r, s in zip(reference, subject) if r is not None and s is not None]
 
+    def decided(self, interval: tuple[float, float] | None) -> bool:
+        """Whether the noise could not turn the verdict: the interval of the measured value lies on one side of
+        the threshold (None: no interval, as for a best-of or a single value: the verdict stands)."""
+        return interval is None or self.passes(interval[0]) == self.passes(interval[1])
+
     def passes(self, measured: float) -> bool:
         ok_side = measured >= self.threshold if (self.kind == "ratio" and self.higher_is_better) \
             else measured <= self.threshold
         return ok_side and not (self.strict and measured == self.threshold)
+
+
+def median_interval(values: list[float], draws: int = 4000) -> tuple[float, float]:
+    """The 90% bootstrap interval of the median of ``values`` (the pairs' measures): the repetitions drawn again
+    with replacement. Seeded: one set of samples, one interval. benchmarks/md_fidelity.py decides its rows so."""
+    import random
+
+    rng = random.Random(20261126)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return medians[int(0.05 * draws)], medians[int(0.95 * draws) - 1]
 
 
 @dataclass(frozen=True)
