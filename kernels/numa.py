@@ -23,7 +23,8 @@ MPOL_BIND, MPOL_INTERLEAVE = 2, 3
 
 
 class NodeMap(namedtuple("NodeMap", "nodes")):
-    """node id -> its cpus, for the nodes that have memory. A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
+    """node id -> its cpus, for the nodes that have memory. A named tuple, not a dataclass (``vnetbench.cli`` says
+    why)."""
 
     __slots__ = ()
 

@@ -46,7 +46,8 @@ HEALTH_INTERVAL = 0.25  # seconds between two looks at the topology
 
 class Ending(namedtuple("Ending", "rank pid host after_s wait_status", defaults=(None,))):
     """A rank's process that ended while the job ran, ``after_s`` seconds after the job started, with its
-    ``wait_status`` as waitpid gives it when it could still be read. A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
+    ``wait_status`` as waitpid gives it when it could still be read. A named tuple, not a dataclass
+    (``vnetbench.cli`` says why)."""
 
     __slots__ = ()
 

@@ -22,7 +22,8 @@ OWN_PREFIX = "vnb"
 class HostFacts(namedtuple("HostFacts", "cpus_by_node memory networks networks_known name",
                            defaults=((), True, "localhost"))):
     """A host's cpus by NUMA node, its memory in bytes, and ``networks``: (what it is, network) for each IPv4
-    address and route of the host, default routes excepted. A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
+    address and route of the host, default routes excepted. A named tuple, not a dataclass (``vnetbench.cli``
+    says why)."""
 
     __slots__ = ()
 

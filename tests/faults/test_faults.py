@@ -30,7 +30,11 @@ HALO = ["--kernel", "halo", "--global", "40,40,40"]
 def started_ranks() -> dict[int, dict]:
     """{rank: marker} of the ranks of the job that is running now (their start markers)."""
     found = {}
-    for marker in JOBS.glob("*/ranks/*.json"):
+    try:  # vnetbench removes the jobs folder, and a job's, as each job ends: glob may find either gone
+        markers = list(JOBS.glob("*/ranks/*.json"))
+    except FileNotFoundError:
+        return found
+    for marker in markers:
         try:
             data = {**json.loads(marker.read_text()), "job": marker.parent.parent.name}
         except (OSError, ValueError):
