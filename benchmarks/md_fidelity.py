@@ -34,7 +34,6 @@ import contextlib
 import fcntl
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from md_common import (DEFAULT_DENSITY, DEFAULT_TEMPERATURE, BenchError, loadavg
                        run_md, same_mpi, scratch, vnetbench, write_input)
 
 from perf.programs import others_busy_now, wait_for_quiet  # noqa: E402
+from perf.targets import bootstrap_interval  # noqa: E402
 
 from vnetbench.kernels import md  # noqa: E402
 
@@ -238,10 +238,8 @@ def paired(samples, physics, name, side) -> list[float]:
 def gap_interval(md_pct: list[float], lammps_pct: list[float], draws: int = 4000) -> tuple[float, float]:
     """The 90% bootstrap interval of (median of md's per-repetition overheads) - (LAMMPS's): repetitions drawn again
     with replacement, each code's on their own (their runs are separate). Seeded: one set of samples, one interval."""
-    rng = random.Random(20261126)
-    gaps = sorted(statistics.median(rng.choices(md_pct, k=len(md_pct)))
-                  - statistics.median(rng.choices(lammps_pct, k=len(lammps_pct))) for _ in range(draws))
-    return gaps[int(0.05 * draws)], gaps[int(0.95 * draws) - 1]
+    return bootstrap_interval(lambda rng: statistics.median(rng.choices(md_pct, k=len(md_pct)))
+                              - statistics.median(rng.choices(lammps_pct, k=len(lammps_pct))), draws)
 
 
 def overheads(samples, physics_names, names) -> list[dict]:

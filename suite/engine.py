@@ -42,27 +42,21 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
     store = _store(store)
-    with workload.ahead():
-        return _run(workload, ranks, topology, repeat, store, timeout, bind, mpi, rank_options, realised, on_record,
-                    echo, submit)
-
-
-def _run(workload, ranks, topology, repeat, store, timeout, bind, mpi, rank_options, realised, on_record, echo,
-         submit) -> list[dict]:
     timeout = timeout or workload.default_timeout(ranks)
     launcher, _ = mpiselect.choose(mpi, workload.program)  # before bring-up: no MPI, or one that cannot fit
     options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo)
     if realised is not None:
-        return _repeat(workload, realised, ranks, repeat, store, launcher, **options)
+        with workload.ahead():
+            return _repeat(workload, realised, ranks, repeat, store, launcher, **options)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
     check_vm_policies(topo, rank_options)
     batch = topologies.backend(topo.backend).batch(topo) if submit else None
-    if batch is not None:  # a scheduler's job runs it (Slurm outside an allocation)
+    if batch is not None:  # a scheduler's job runs it (Slurm outside an allocation), its own run on its node
         asked = request(workload, ranks, repeat, timeout=timeout, bind=bind, rank_options=rank_options,
                         launcher=launcher, topology=topology_ref(topo, topology if isinstance(topology, str) else None))
         return batch.run(topo, asked, ranks, command=BATCH_COMMAND, store=store, launcher=launcher,
                          on_record=on_record)
-    with topologies.realise(topo) as up:
+    with workload.ahead(), topologies.realise(topo) as up:
         up.check_ranks(ranks)
         return _repeat(workload, up, ranks, repeat, store, launcher, **options)
 

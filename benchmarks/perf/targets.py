@@ -72,14 +72,19 @@ class Check:
         return ok_side and not (self.strict and measured == self.threshold)
 
 
-def median_interval(values: list[float], draws: int = 4000) -> tuple[float, float]:
-    """The 90% bootstrap interval of the median of ``values`` (the pairs' measures): the repetitions drawn again
-    with replacement. Seeded: one set of samples, one interval. benchmarks/md_fidelity.py decides its rows so."""
+def bootstrap_interval(statistic: Callable, draws: int = 4000) -> tuple[float, float]:
+    """The 90% bootstrap interval of ``statistic(rng)``, a statistic of samples ``rng`` draws again with
+    replacement. Seeded: one set of samples, one interval (benchmarks/md_fidelity.py decides its rows so too)."""
     import random
 
     rng = random.Random(20261126)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
-    return medians[int(0.05 * draws)], medians[int(0.95 * draws) - 1]
+    values = sorted(statistic(rng) for _ in range(draws))
+    return values[int(0.05 * draws)], values[int(0.95 * draws) - 1]
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """The 90% bootstrap interval of the median of ``values`` (the pairs' measures)."""
+    return bootstrap_interval(lambda rng: statistics.median(rng.choices(values, k=len(values))))
 
 
 @dataclass(frozen=True)
