@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vnetbench.errors import SpecError, UsageError
 
-from .base import Backend, LaunchSpec, Realised, backend, default_backend, names, ref_prefixes, register
+from .base import BACKENDS, Backend, LaunchSpec, Realised, backend, default_backend, names, ref_prefixes, register
 from .intent import Intent
 
 _PREFIX = re.compile(r"([a-z][a-z0-9_-]{1,31}):(.*)", re.S)
@@ -58,25 +58,34 @@ def load(ref: str, what: str = "--topology"):
 def load_file(path: Path, what: str = "--topology"):
     """A topology file: a YAML topology whose ``backend:`` says which backend reads it, else a file a backend
     claims (a hostfile, an inventory)."""
-    from .files import read_text
-
-    text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)
-    for name in names():
-        cls = backend(name)
-        if cls.claims(path, text):
-            return cls.load(str(path), what)
     from . import validation
+    from .files import read_text
     from .spec import MAX_SPEC_BYTES
 
+    text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)
+    parsed = None
+    if len(text.encode()) <= MAX_SPEC_BYTES:
+        try:
+            parsed = validation.parse(text, str(path), "a topology file")
+        except SpecError:  # not YAML, or not a well-formed topology: a backend may claim it, else parsed again below
+            pass
+    # a YAML mapping that names its backend is a topology file, which no backend claims (Backend.claims): it is read
+    # without importing the other backends (the hosts backend's models: 50 ms, and seconds in a TCG guest) or
+    # asking the installed distributions for plugins
+    if not (parsed and isinstance(parsed[0], dict) and "backend" in parsed[0]):
+        for name in names():
+            cls = backend(name)
+            if cls.claims(path, text):
+                return cls.load(str(path), what)
     if len(text.encode()) > MAX_SPEC_BYTES:
         raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
-    data, lines = validation.parse(text, str(path), "a topology file")
+    data, lines = parsed or validation.parse(text, str(path), "a topology file")
     if not isinstance(data, dict):
         from .spec import from_dict
 
         return from_dict(data, source=str(path), lines=lines)  # the spec model's own error for a non-mapping
     chosen = data.get("backend", default_backend(data))
-    if not isinstance(chosen, str) or chosen not in names():
+    if not isinstance(chosen, str) or chosen not in BACKENDS and chosen not in names():
         from .spec import from_dict
 
         return from_dict(data, source=str(path), lines=lines)  # the model names the field and what is allowed

@@ -103,6 +103,29 @@ def test_native_loads_without_the_spec_model():
     assert out.split() == ["NativeTopology", "local", "False"]
 
 
+def test_a_yaml_topology_naming_its_backend_loads_only_that_backend(tmp_path):
+    # a file whose backend: is given is no other backend's to claim: neither the hosts backend's models nor the
+    # plugins' entry points (importlib.metadata over every installed distribution) are read for it
+    import subprocess
+    import sys
+
+    spec = tmp_path / "t.yaml"
+    spec.write_text("name: two\nbackend: netns\nswitches: [{name: s1}]\nvms:\n"
+                    "  - {name: vm1, vcpus: 1, memory: 64MB, switch: s1}\n  - {name: vm2, vcpus: 1, memory: 64MB, switch: s1}\n")
+    probe = ("import sys; from vnetbench import topologies; from vnetbench.topologies import base; "
+             "t = topologies.load(sys.argv[1]); "
+             "print(t.backend, 'vnetbench.topologies.hosts' in sys.modules, base._PLUGINS is not None)")
+    out = subprocess.run([sys.executable, "-c", probe, str(spec)], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert out.split() == ["netns", "False", "False"]
+    # a hostfile is still the hosts backend's (it claims it)
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text("10.3.0.11 slots=1  # vnetbench: switch=s1\n")
+    out = subprocess.run([sys.executable, "-c", probe.replace("t.backend", "type(t).__name__"), str(hostfile)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split()[:2] == ["HostsTopology", "True"]
+
+
 def test_a_backend_without_launch_cannot_be_made():
     class Half(base.Backend):
         pass
