@@ -9,12 +9,21 @@
 tag="$1" root="$2"
 mkdir -p "$root" && mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288,cache=loose,access=any \
   "$tag" "$root" || { echo "cached-root: could not mount $tag on $root" >&2; exit 1; }
+# the guest's mount points, one a line, read once by the shell itself: a process per folder (an awk) cost a tenth
+# of a second each under TCG
+mounts=
+while read -r _ point _; do mounts="$mounts
+$point"; done < /proc/mounts
 status=0
 for dir in "$root"/*; do
   name="${dir##*/}"
   case "$name" in proc|sys|dev|run|tmp|etc|var|lost+found) continue ;; esac
   [ -d "$dir" ] && [ ! -L "$dir" ] && [ -d "/$name" ] && [ ! -L "/$name" ] || continue
-  awk -v top="/$name" '$2 == top || index($2, top "/") == 1 {found = 1} END {exit !found}' /proc/mounts && continue
+  case "$mounts
+" in *"
+/$name
+"* | *"
+/$name/"*) continue ;; esac
   mount --bind "$dir" "/$name" || { echo "cached-root: could not bind the cached /$name" >&2; status=1; }
 done
 exit $status
