@@ -24,6 +24,8 @@ from .base import BACKENDS, Backend, LaunchSpec, Realised, backend, default_back
 from .intent import Intent
 
 _PREFIX = re.compile(r"([a-z][a-z0-9_-]{1,31}):(.*)", re.S)
+# a top-level ``backend:`` line: the file may be a YAML topology that names its backend (load_file)
+_NAMES_BACKEND = re.compile(r"^backend[ \t]*:", re.M)
 # the head of a file read to tell what it is (a topology YAML or a file a backend claims)
 SNIFF_BYTES = 1 << 20
 
@@ -64,7 +66,7 @@ def load_file(path: Path, what: str = "--topology"):
 
     text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)
     parsed = None
-    if len(text.encode()) <= MAX_SPEC_BYTES:
+    if _NAMES_BACKEND.search(text) and len(text.encode()) <= MAX_SPEC_BYTES:
         try:
             parsed = validation.parse(text, str(path), "a topology file")
         except SpecError:  # not YAML, or not a well-formed topology: a backend may claim it, else parsed again below

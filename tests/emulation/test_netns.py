@@ -160,8 +160,9 @@ def test_a_shaped_uplink_is_slower_than_an_unshaped_bridge(host_unchanged, tmp_p
     unshaped = pingpong_1mib("2vm-1vswitch", tmp_path / "s.jsonl")
     assert shaped <= 125 * 1.05, f"{shaped:.1f} MB/s through a 1 Gbit/s (125 MB/s) uplink"
     # against the uplink's rate, not against the shaped run: one bridge is limited by the CPU alone, which the
-    # other lane of the suite shares (it moved 230 MB/s then, under twice the shaped run's 120)
-    assert unshaped > 125 * 1.5, f"unshaped {unshaped:.1f} MB/s: not clear of the 125 MB/s the uplink allows"
+    # other lane of the suite shares (it moved 230 MB/s and 180 MB/s then). A shaped path gets at most the rate and
+    # tbf's bucket (the 5% above), so more than a fifth over the rate is a path no uplink shaped
+    assert unshaped > 125 * 1.2, f"unshaped {unshaped:.1f} MB/s: not clear of the 125 MB/s the uplink allows"
 
 
 @requires_mpi

@@ -111,7 +111,8 @@ def test_a_yaml_topology_naming_its_backend_loads_only_that_backend(tmp_path):
 
     spec = tmp_path / "t.yaml"
     spec.write_text("name: two\nbackend: netns\nswitches: [{name: s1}]\nvms:\n"
-                    "  - {name: vm1, vcpus: 1, memory: 64MB, switch: s1}\n  - {name: vm2, vcpus: 1, memory: 64MB, switch: s1}\n")
+                    "  - {name: vm1, vcpus: 1, memory: 64MB, switch: s1}\n"
+                    "  - {name: vm2, vcpus: 1, memory: 64MB, switch: s1}\n")
     probe = ("import sys; from vnetbench import topologies; from vnetbench.topologies import base; "
              "t = topologies.load(sys.argv[1]); "
              "print(t.backend, 'vnetbench.topologies.hosts' in sys.modules, base._PLUGINS is not None)")
