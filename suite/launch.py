@@ -145,7 +145,7 @@ def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=No
         launched.wait()
         if proc is None:
             return
-        # imported here, while mpirun starts: its module imports PyYAML (12 ms), which nothing else in a run needs
+        # imported here, while mpirun starts: nothing else in a run on a preset needs its module
         from vnetbench.topologies.files import MAX_LINE
 
         for line in iter(lambda: proc.stdout.readline(MAX_LINE), ""):

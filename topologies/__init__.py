@@ -65,8 +65,8 @@ def load_file(path: Path, what: str = "--topology"):
     from .spec import MAX_SPEC_BYTES
 
     text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)
-    parsed = None
-    if _NAMES_BACKEND.search(text) and len(text.encode()) <= MAX_SPEC_BYTES:
+    size, parsed = len(text.encode()), None
+    if _NAMES_BACKEND.search(text) and size <= MAX_SPEC_BYTES:
         try:
             parsed = validation.parse(text, str(path), "a topology file")
         except SpecError:  # not YAML, or not a well-formed topology: a backend may claim it, else parsed again below
@@ -79,7 +79,7 @@ def load_file(path: Path, what: str = "--topology"):
             cls = backend(name)
             if cls.claims(path, text):
                 return cls.load(str(path), what)
-    if len(text.encode()) > MAX_SPEC_BYTES:
+    if size > MAX_SPEC_BYTES:
         raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
     data, lines = parsed or validation.parse(text, str(path), "a topology file")
     if not isinstance(data, dict):
