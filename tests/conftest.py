@@ -90,3 +90,16 @@ def pytest_collection_modifyitems(config, items):
             continue  # a test file given from outside tests/
         if folder in tiers:
             item.add_marker(folder)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """Under tests/harness/lanes.py, the lane's timeline: when each tier began (harness/tiercost.py)."""
+    from harness import tiercost
+
+    tiercost.begin(nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from harness import tiercost
+
+    tiercost.end()

@@ -16,6 +16,9 @@ cache the product keeps on the host for good, carried in: the numba kernels its 
 belong to no namespace: the second lane runs in cgroups of its own, in which its VM folders nest. Without root
 (or without unshare) the suite runs as one session, one test after another.
 
+When both have ended it prints where the time went: each tier's wall time and the CPU its lane used meanwhile
+(tests/harness/tiercost.py), the figure that says what a change to the suite saved on a CPU-bound machine.
+
 Exit code: the worse of the two sessions' (pytest's codes: 0 passed, 1 failed, 2+ could not run).
 """
 
@@ -33,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # wheelhouse it installs from is made meanwhile, outside the sandbox, which has no route to PyPI)
 AWAY = ("tests/guest", "tests/slurm", "tests/deploy")
 WHEELHOUSE = ROOT / ".test-wheelhouse"
+# each lane's tiers as its pytest began them (tests/harness/tiercost.py), beside the checkout both lanes see
+TIMELINES = {"here": ROOT / ".pytest-tiers-here.log", "sandbox": ROOT / ".pytest-tiers-sandbox.log"}
 # each shared place -> its mode (as on a host: sticky world-writable temp places; vnetbench's state root is root's)
 PRIVATE = {"/tmp": "1777", "/var/tmp": "1777", "/dev/shm": "1777", "/run/netns": "0755", "/run/vnetbench": "0700"}
 # inside the sandbox: loopback up, a private tmpfs on each shared place, then pytest (PID 1 reaps orphans
@@ -166,14 +171,22 @@ def remove_lane_cgroups(folders: list[Path]) -> None:
             except OSError:
                 time.sleep(0.1)
         else:
-            print(f"tests: {folder} is still in use; the sandbox lane left something in it", file=sys.stderr)
+            print(f"tests: {folder} is still in use; a lane left a process in it", file=sys.stderr)
+
+
+def _joins(cgroups) -> list[str]:
+    return [f"echo $$ > {shlex.quote(str(folder / 'cgroup.procs'))}" for folder in cgroups]
 
 
 def sandboxed(argv: list[str], cgroups: list[Path] = (), hold: Path | None = None) -> list[str]:
-    join = [f"echo $$ > {shlex.quote(str(folder / 'cgroup.procs'))}" for folder in cgroups]
     return ["unshare", "--net", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "--",
-            "sh", "-c", " && ".join(join + sandbox_steps(ROOT, hold)) + f' && cd {shlex.quote(str(ROOT))} && exec "$@"',
-            "sh", *argv]
+            "sh", "-c", " && ".join(_joins(cgroups) + sandbox_steps(ROOT, hold)) + f' && cd {shlex.quote(str(ROOT))} '
+            '&& exec "$@"', "sh", *argv]
+
+
+def joined(argv: list[str], cgroups: list[Path]) -> list[str]:
+    """``argv`` started in ``cgroups`` (each of its processes after it is in them too)."""
+    return ["sh", "-c", " && ".join(_joins(cgroups)) + ' && exec "$@"', "sh", *argv] if cgroups else argv
 
 
 def main(args: list[str]) -> int:
@@ -189,7 +202,7 @@ def main(args: list[str]) -> int:
     print(f"tests: two lanes side by side - {', '.join(AWAY)} in a sandbox of their own (their output: {log}, "
           f"shown when both have ended), the other tiers here", file=sys.stderr, flush=True)
     sys.path.insert(0, str(ROOT / "tests"))
-    from harness import ansible_run, hoststate
+    from harness import ansible_run, hoststate, tiercost
 
     making = threading.Thread(target=_quietly, args=(ansible_run.prepare, WHEELHOUSE), daemon=True)
     making.start()
@@ -198,12 +211,18 @@ def main(args: list[str]) -> int:
     shared = {} if cgroups else {hoststate.SANDBOX_LANE: "1"}
     hold = keep_guest_cache()
     root_ssh = hold_root_ssh()
+    # where the time goes (tests/harness/tiercost.py): each lane's CPU, and when each of its tiers began
+    meter = tiercost.Meter(list(TIMELINES))
+    for path in TIMELINES.values():
+        path.unlink(missing_ok=True)
     with open(log, "w") as out:
-        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups, hold), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL,
-                                env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared})
+        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups + meter.folders("sandbox"), hold), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared,
+                                     tiercost.TIMELINE: str(TIMELINES["sandbox"])})
         try:
-            here = subprocess.call(pytest([f"--ignore={tier}" for tier in AWAY]))
+            here = subprocess.call(joined(pytest([f"--ignore={tier}" for tier in AWAY]), meter.folders("here")),
+                                   env={**os.environ, tiercost.TIMELINE: str(TIMELINES["here"])})
             away_code = away.wait()
         finally:
             if away.poll() is None:  # interrupted: end the other lane with this one
@@ -212,7 +231,8 @@ def main(args: list[str]) -> int:
                     away.wait(60)
                 except subprocess.TimeoutExpired:
                     away.kill()
-            remove_lane_cgroups(cgroups)
+            meter.stop()
+            remove_lane_cgroups(cgroups + list(meter.groups.values()))
             release_root_ssh(root_ssh)
             if hold is not None:
                 try:
@@ -223,6 +243,8 @@ def main(args: list[str]) -> int:
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"\ntests: both lanes ended in {time.monotonic() - started:.0f} s (exit {here} here, {away_code} in the "
           f"sandbox)", flush=True)
+    print(meter.table({lane: path.read_text().splitlines() if path.exists() else []
+                       for lane, path in TIMELINES.items()}), flush=True)
     return max(here, away_code)
 
 

@@ -1,0 +1,167 @@
+"""Where the suite's time goes, tier by tier: each tier's wall time, and the CPU its lane used meanwhile.
+
+The suite is CPU-bound on a 2-core machine: what a change to it saves shows in CPU seconds, and ``time`` does
+not count them all (the daemons, sshd hosts and guests a lane starts are reparented away from the runner). So
+tests/harness/lanes.py runs each lane in a cpuacct cgroup of its own (``Meter``), whose usage counts every
+process the lane starts, samples both lanes' usage and the machine's busy and idle time (/proc/stat) once a
+second, and has each lane's pytest note when it begins a tier (``begin``, from tests/conftest.py). When both
+lanes have ended it prints each tier's wall time and its lane's CPU seconds meanwhile, and the machine's.
+Where cpuacct is not a v1 hierarchy (a cgroup v2 host) the table has the wall times and the machine's CPU.
+"""
+
+import bisect
+import os
+import threading
+import time
+from pathlib import Path
+
+TIMELINE = "VNETBENCH_TEST_TIMELINE"  # the file a lane's pytest writes the beginnings of its tiers to
+GROUP = "vnbtest-lane-"  # + the lane's name, in cpuacct's hierarchy: not "vnb-*", no topology's
+PERIOD = 1.0  # seconds between samples
+Sample = tuple[float, dict[str, float], float, float]  # (time, {lane: its CPU seconds}, machine busy, machine idle)
+_last: dict[str, str] = {}  # timeline file -> the tier last written to it
+
+
+def tier_of(nodeid: str) -> str:
+    """tests/TIER/test_x.py::name -> TIER."""
+    parts = nodeid.split("::")[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+
+
+def begin(nodeid: str) -> None:
+    """The lane's pytest starts test ``nodeid``: a line "TIME TIER" where its tier is not the one before (nothing
+    without $VNETBENCH_TEST_TIMELINE: a session lanes.py did not start)."""
+    path = os.environ.get(TIMELINE)
+    tier = tier_of(nodeid)
+    if path and _last.get(path) != tier:
+        _last[path] = tier
+        with open(path, "a") as out:
+            out.write(f"{time.time():.3f} {tier}\n")
+
+
+def end() -> None:
+    """The lane's session ends: the last tier ends with it ("TIME -")."""
+    path = os.environ.get(TIMELINE)
+    if path and path in _last:
+        with open(path, "a") as out:
+            out.write(f"{time.time():.3f} -\n")
+
+
+def windows(lines: list[str]) -> list[tuple[str, float, float]]:
+    """(tier, began, ended) from a timeline's lines; a tier the session did not end (it was killed) is left out."""
+    marks = [(float(when), tier) for when, tier in (line.split() for line in lines if line.strip())]
+    return [(tier, began, ended) for (began, tier), (ended, _) in zip(marks, marks[1:]) if tier != "-"]
+
+
+def _cpuacct() -> Path | None:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _, point, kind, opts, *_ = line.split()
+        if kind == "cgroup" and "cpuacct" in opts.split(","):
+            return Path(point)
+    return None
+
+
+def _machine() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq + steal) / tick, (idle + iowait) / tick
+
+
+class Meter:
+    """The lanes' cpuacct groups (where there are some), and samples of their usage and of the machine's CPU taken
+    once a second from its making until ``stop``."""
+
+    def __init__(self, lanes: list[str]):
+        root = _cpuacct()
+        self.groups: dict[str, Path] = {}
+        for lane in lanes:
+            if root is None:
+                break
+            folder = root / f"{GROUP}{lane}"
+            try:
+                folder.mkdir(exist_ok=True)
+            except OSError:
+                break
+            self.groups[lane] = folder
+        self.samples: list[Sample] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def folders(self, lane: str) -> list[Path]:
+        """The cgroups the lane's first process joins (none without cpuacct)."""
+        return [self.groups[lane]] if lane in self.groups else []
+
+    def _usage(self) -> dict[str, float]:
+        found = {}
+        for lane, folder in self.groups.items():
+            try:
+                found[lane] = int((folder / "cpuacct.usage").read_text()) / 1e9
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def _sample(self) -> None:
+        while True:
+            self.samples.append((time.time(), self._usage(), *_machine()))
+            if self._done.wait(PERIOD):
+                self.samples.append((time.time(), self._usage(), *_machine()))
+                return
+
+    def stop(self) -> None:
+        """The last sample taken (the groups are the caller's to remove, once the lanes' processes have left)."""
+        self._done.set()
+        self._thread.join()
+
+    def table(self, timelines: dict[str, list[str]]) -> str:
+        return table(self.samples, timelines, metered=bool(self.groups))
+
+
+
+def at(samples: list[Sample], when: float, lane: str | None) -> float | None:
+    """The lane's CPU seconds (lane None: the machine's busy seconds) at ``when``, between the samples around it;
+    None without two samples or without the lane's usage."""
+    times = [sample[0] for sample in samples]
+    if len(times) < 2:
+        return None
+    i = min(max(bisect.bisect_left(times, when), 1), len(times) - 1)
+    (t0, used0, busy0, _), (t1, used1, busy1, _) = samples[i - 1], samples[i]
+    if lane is None:
+        a, b = busy0, busy1
+    elif lane in used0 and lane in used1:
+        a, b = used0[lane], used1[lane]
+    else:
+        return None
+    share = min(max((when - t0) / (t1 - t0), 0.0), 1.0) if t1 > t0 else 1.0
+    return a + (b - a) * share
+
+
+def spent(samples: list[Sample], lane: str | None, began: float, ended: float) -> float | None:
+    a, b = at(samples, began, lane), at(samples, ended, lane)
+    return None if a is None or b is None else b - a
+
+
+def table(samples: list[Sample], timelines: dict[str, list[str]], metered: bool) -> str:
+    """Each lane's tiers (from its timeline's lines): wall seconds, and the lane's CPU seconds over them where
+    ``metered``; then the machine's busy and idle CPU over the samples."""
+    rows = ["tests: where the time went - each tier's wall time, and the CPU its lane used meanwhile (its processes, "
+            "daemons and guests: cpuacct)" if metered else
+            "tests: where the time went - each tier's wall time (no cpuacct cgroups here for each lane's CPU)"]
+
+    def row(lane, tier, began, ended):
+        cpu = spent(samples, lane, began, ended) if metered else None
+        return f"  {lane:8} {tier:14} {ended - began:6.0f} s" + (f" {cpu:7.0f} CPU-s" if cpu is not None else "")
+
+    for lane, lines in timelines.items():
+        spans = windows(lines)
+        rows += [row(lane, tier, began, ended) for tier, began, ended in spans]
+        if spans:
+            rows.append(row(lane, "(all)", spans[0][1], spans[-1][2]))
+    if len(samples) >= 2:
+        (t0, _, busy0, idle0), (t1, _, busy1, idle1) = samples[0], samples[-1]
+        busy, idle = busy1 - busy0, idle1 - idle0
+        rows.append(f"  machine: {busy:.0f} CPU-s busy and {idle:.0f} idle over {t1 - t0:.0f} s "
+                    f"({busy / max(busy + idle, 1e-9):.0%} busy, {os.cpu_count()} CPUs)")
+    return "\n".join(rows)
