@@ -4,9 +4,10 @@
     python -m tests.harness.lanes ARGS...    # one plain pytest session with ARGS (a tier, a file, -k ...)
 
 Why two lanes: the tiers whose real components are other machines (sshd hosts and Ansible, a Slurm cluster,
-QEMU guests) spend most of their time waiting on those machines - SSH round trips, the scheduler, a guest's
-boot under TCG - while the other tiers mostly compute. On a 2-core machine the suite run one test after
-another leaves about half of the CPU idle; run side by side, the two halves take about as long as the longer.
+QEMU guests) wait on them - SSH round trips, the scheduler - or keep one core busy emulating them (a guest
+under TCG), while each of the other tiers rarely keeps both cores busy. On a 2-core machine the suite run one
+test after another leaves much of the CPU idle; run side by side, the lanes keep the machine 90% busy or more
+(the table printed at the end says how much) and take about as long as the longer.
 
 Why a sandbox: the tiers check that the host is as they found it (tests/harness/hoststate.py: interfaces,
 namespaces, state directories, processes, /tmp, /dev/shm). The second lane runs in network, mount and PID

@@ -6,7 +6,8 @@ tests/harness/lanes.py runs each lane in a cpuacct cgroup of its own (``Meter``)
 process the lane starts, samples both lanes' usage and the machine's busy and idle time (/proc/stat) once a
 second, and has each lane's pytest note when it begins a tier (``begin``, from tests/conftest.py). When both
 lanes have ended it prints each tier's wall time and its lane's CPU seconds meanwhile, and the machine's.
-Where cpuacct is not a v1 hierarchy (a cgroup v2 host) the table has the wall times and the machine's CPU.
+Where cpuacct is no v1 hierarchy of its own (a cgroup v2 host; cpu and cpuacct mounted together, which would make
+each lane a group of the CPU scheduler as well) the table has the wall times and the machine's CPU.
 """
 
 import bisect
@@ -48,16 +49,26 @@ def end() -> None:
 
 
 def windows(lines: list[str]) -> list[tuple[str, float, float]]:
-    """(tier, began, ended) from a timeline's lines; a tier the session did not end (it was killed) is left out."""
-    marks = [(float(when), tier) for when, tier in (line.split() for line in lines if line.strip())]
+    """(tier, began, ended) from a timeline's lines; a tier the session did not end (it was killed) is left out,
+    and so is a line a killed session left half-written."""
+    marks = []
+    for line in lines:
+        fields = line.split()
+        try:
+            marks.append((float(fields[0]), fields[1]))
+        except (IndexError, ValueError):
+            continue
     return [(tier, began, ended) for (began, tier), (ended, _) in zip(marks, marks[1:]) if tier != "-"]
 
 
 def _cpuacct() -> Path | None:
+    """cpuacct's v1 hierarchy where it is mounted on its own: mounted with cpu ("cpu,cpuacct"), a lane's group would
+    also be a group of the CPU scheduler, and the lanes would then share the CPU half and half, not as their
+    processes would - the meter would change what it measures."""
     for line in Path("/proc/mounts").read_text().splitlines():
         _, point, kind, opts, *_ = line.split()
         if kind == "cgroup" and "cpuacct" in opts.split(","):
-            return Path(point)
+            return None if "cpu" in opts.split(",") else Path(point)
     return None
 
 
@@ -119,7 +130,6 @@ class Meter:
         return table(self.samples, timelines, metered=bool(self.groups))
 
 
-
 def at(samples: list[Sample], when: float, lane: str | None) -> float | None:
     """The lane's CPU seconds (lane None: the machine's busy seconds) at ``when``, between the samples around it;
     None without two samples or without the lane's usage."""
@@ -148,7 +158,8 @@ def table(samples: list[Sample], timelines: dict[str, list[str]], metered: bool)
     ``metered``; then the machine's busy and idle CPU over the samples."""
     rows = ["tests: where the time went - each tier's wall time, and the CPU its lane used meanwhile (its processes, "
             "daemons and guests: cpuacct)" if metered else
-            "tests: where the time went - each tier's wall time (no cpuacct cgroups here for each lane's CPU)"]
+            "tests: where the time went - each tier's wall time (no cpuacct hierarchy of its own here to count each "
+            "lane's CPU)"]
 
     def row(lane, tier, began, ended):
         cpu = spent(samples, lane, began, ended) if metered else None

@@ -31,6 +31,7 @@ def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
 def test_a_tier_a_killed_session_did_not_end_is_left_out():
     assert tiercost.windows(["10.0 apps", "15.5 unit"]) == [("apps", 10.0, 15.5)]
     assert tiercost.windows(["10.0 apps", "15.5 -"]) == [("apps", 10.0, 15.5)]
+    assert tiercost.windows(["10.0 apps", "15.5 unit", "17.", ""]) == [("apps", 10.0, 15.5)]
 
 
 def test_each_tier_gets_its_lane_s_cpu_between_the_samples_around_it():
