@@ -184,9 +184,12 @@ def test_a_job_over_its_time_limit_is_a_timeout(cluster, tmp_path):
             proc.kill()
             proc.wait()
     (record,) = json_lines(out)
-    assert record["status"] == "timeout", (json.dumps(record["slurm"]), record["validation"]["detail"][-1500:],
-                                           cluster.slurm("scontrol", "show", "job", "-o", job).stdout, err[-1500:],
-                                           cluster.log_tail(12))
+    # the message one string: pytest cuts the repr of anything else to a line, which hid why a run under the whole
+    # suite's load once ended FAILED (exit 1:0, NonZeroExitCode) before slurmctld's check made it TIMEOUT
+    assert record["status"] == "timeout", "\n".join([
+        f"record's slurm: {json.dumps(record['slurm'])}", f"detail: {record['validation']['detail'][-1500:]}",
+        "scontrol: " + cluster.slurm("scontrol", "show", "job", "-o", job).stdout, f"stderr: {err[-1500:]}",
+        cluster.log_tail(12)])
     assert record["slurm"]["state"] == "TIMEOUT" and record["slurm"]["job_id"] == job
     assert "TIMEOUT" in record["validation"]["detail"]
     assert_job_facts(cluster, record, job, switches=1)
