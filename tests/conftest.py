@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import tiercost
+
 BIN = Path(sys.executable).parent
 # the tests run as a user of the activated venv would: its mpirun is the one on PATH, which --mpi auto takes
 # for the kernels (Debian's MPIs, installed for the flavours tier, come after it); tests of other choices say so
@@ -94,12 +96,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logstart(nodeid, location):
     """Under tests/harness/lanes.py, the lane's timeline: when each tier began (harness/tiercost.py)."""
-    from harness import tiercost
-
     tiercost.begin(nodeid)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    from harness import tiercost
-
     tiercost.end()

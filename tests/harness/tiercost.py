@@ -33,8 +33,10 @@ def begin(nodeid: str) -> None:
     """The lane's pytest starts test ``nodeid``: a line "TIME TIER" where its tier is not the one before (nothing
     without $VNETBENCH_TEST_TIMELINE: a session lanes.py did not start)."""
     path = os.environ.get(TIMELINE)
+    if not path:
+        return
     tier = tier_of(nodeid)
-    if path and _last.get(path) != tier:
+    if _last.get(path) != tier:
         _last[path] = tier
         with open(path, "a") as out:
             out.write(f"{time.time():.3f} {tier}\n")
@@ -62,14 +64,14 @@ def windows(lines: list[str]) -> list[tuple[str, float, float]]:
 
 
 def _cpuacct() -> Path | None:
-    """cpuacct's v1 hierarchy where it is mounted on its own: mounted with cpu ("cpu,cpuacct"), a lane's group would
-    also be a group of the CPU scheduler, and the lanes would then share the CPU half and half, not as their
-    processes would - the meter would change what it measures."""
-    for line in Path("/proc/mounts").read_text().splitlines():
-        _, point, kind, opts, *_ = line.split()
-        if kind == "cgroup" and "cpuacct" in opts.split(","):
-            return None if "cpu" in opts.split(",") else Path(point)
-    return None
+    """This process's cgroup in cpuacct's v1 hierarchy, where cpuacct is mounted on its own: mounted with cpu
+    ("cpu,cpuacct", one folder for both), a lane's group would also be a group of the CPU scheduler, and the lanes
+    would then share the CPU half and half, not as their processes would - the meter would change what it
+    measures."""
+    from vnetbench.topologies import cgroups
+
+    root = cgroups.v1_root("cpuacct")
+    return None if root is None or root == cgroups.v1_root("cpu") else root
 
 
 def _machine() -> tuple[float, float]:
