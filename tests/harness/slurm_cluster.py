@@ -123,10 +123,10 @@ class SlurmCluster(Lifecycle):
         """An environment whose Slurm commands talk to this cluster."""
         env = dict(os.environ if base is None else base)
         env["SLURM_CONF"] = str(self.conf)
-        # the nodes are namespaces sharing this machine's cores, so Slurm's CPUs outnumber them: Open MPI's
-        # ranks must yield when idle (as vnetbench makes them on one oversubscribed host), or busy-polling ranks
-        # starve each other and a run of 3 ranks on 2 cores takes 4 s instead of 0.3 (MPICH yields by itself)
-        env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+        # no mpi_yield_when_idle, although the nodes share this machine's cores and busy-polling ranks starve each
+        # other (3 ranks of a small allreduce: 4.3 s, 0.3 s yielding): yielding, Open MPI 5.0.11's ranks under
+        # srun segfaulted in 2 of 25 and 1 of 30 runs on a loaded machine (a TCP fragment reaching ob1 in
+        # MPI_Init's fence, before MPI_COMM_WORLD is in the PML: open-mpi/ompi#13559), and in none of 25 without
         for key in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
             del env[key]  # an outer allocation must not leak into this cluster's commands
         return env

@@ -101,7 +101,7 @@ def test_a_backtracking_blow_up_is_killed_at_the_deadline():
         patterns.find(r"^(a|aa)+\1$", CATASTROPHIC_LINE, "last", started + 1)
     assert time.monotonic() - started < 3
     # what was left of the second when the child started: a loaded machine takes some of it first
-    assert 0.5 < float(re.search(r"after ([\d.]+) s", str(gave_up.value)).group(1)) <= 1
+    assert 0 < float(re.search(r"after ([\d.]+) s", str(gave_up.value)).group(1)) <= 1
     with pytest.raises(patterns.Unfinished, match="not tried: no time left"):
         patterns.search(r"(?=(a+)+$)a", CATASTROPHIC_LINE, started)
 
