@@ -80,23 +80,29 @@ def declared_tiers(config) -> set[str]:
     return {line.split(":", 1)[0].strip() for line in config.getini("markers")}
 
 
+def tier_of(path: Path) -> str | None:
+    """The folder under tests/ that the test file at ``path`` lives in (None: a file from outside tests/)."""
+    try:
+        return path.resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its folder's tier, so that ``pytest -m slurm`` is tests/slurm and nothing else; a test
     says its tier by where it lives, never by a decorator."""
     tiers = declared_tiers(config)
     for item in items:
-        try:
-            folder = item.path.resolve().relative_to(TESTS).parts[0]
-        except ValueError:
-            continue  # a test file given from outside tests/
+        folder = tier_of(item.path)
         if folder in tiers:
             item.add_marker(folder)
 
 
-def pytest_runtest_logstart(nodeid, location):
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
+def pytest_runtest_protocol(item, nextitem):
     """Under tests/harness/lanes.py, the lane's timeline: when each tier began (harness/tiercost.py)."""
-    tiercost.begin(nodeid)
+    tiercost.begin(tier_of(item.path) or "elsewhere")  # a file from outside tests/
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -23,19 +23,12 @@ Sample = tuple[float, dict[str, float], float, float]  # (time, {lane: its CPU s
 _last: dict[str, str] = {}  # timeline file -> the tier last written to it
 
 
-def tier_of(nodeid: str) -> str:
-    """tests/TIER/test_x.py::name -> TIER."""
-    parts = nodeid.split("::")[0].split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
-
-
-def begin(nodeid: str) -> None:
-    """The lane's pytest starts test ``nodeid``: a line "TIME TIER" where its tier is not the one before (nothing
+def begin(tier: str) -> None:
+    """The lane's pytest starts a test of ``tier``: a line "TIME TIER" where it is not the tier before (nothing
     without $VNETBENCH_TEST_TIMELINE: a session lanes.py did not start)."""
     path = os.environ.get(TIMELINE)
     if not path:
         return
-    tier = tier_of(nodeid)
     if _last.get(path) != tier:
         _last[path] = tier
         with open(path, "a") as out:
@@ -89,9 +82,7 @@ class Meter:
     def __init__(self, lanes: list[str]):
         root = _cpuacct()
         self.groups: dict[str, Path] = {}
-        for lane in lanes:
-            if root is None:
-                break
+        for lane in lanes if root is not None else ():
             folder = root / f"{GROUP}{lane}"
             try:
                 folder.mkdir(exist_ok=True)
