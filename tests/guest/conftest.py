@@ -101,8 +101,10 @@ def guest():
     worldsize.build(cache=shared / "cache")
     from vnetbench.topologies.qemu.guests import UNUSED_MODULES, cached_root_export
 
-    # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG)
-    argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--memory", "2G", "--cpus", "2",
+    # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG); --force-9p: the
+    # root virtme-ng ends up with here anyway, which it otherwise gives only after starting QEMU 7.2's C virtiofsd
+    # and waiting about 3 s for that one's socket
+    argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--force-9p", "--memory", "2G", "--cpus", "2",
             "--append", f"modprobe.blacklist={','.join(UNUSED_MODULES)}",
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
             "--exec", f"/bin/sh {HERE / 'cached-root.sh'} {CACHED_TAG} {sys.executable} {HERE / 'inside.py'} {shared}",
