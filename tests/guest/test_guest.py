@@ -8,8 +8,6 @@ and an undelayed uplink, a failed run on another topology at the same time, and 
 after both. Timings under TCG mean nothing, except as lower bounds netem guarantees.
 """
 
-import statistics
-
 import pytest
 
 pytestmark = pytest.mark.timeout(660)
@@ -116,8 +114,10 @@ def test_a_ping_pong_across_the_delayed_uplink_takes_twice_the_delay_longer(gues
         assert rtt["vm1"]["qdisc_packets"].get(f"{dev} netem", 0) >= len(delayed), rtt["vm1"]
     # netem holds every packet at least DELAY_MS each way: no round trip can be shorter than that
     assert min(delayed) >= 2 * DELAY_MS, f"delayed {delayed}; {rtt['vm1']}"
-    # and the undelayed path is not that slow: the difference is the delay, not TCG's noise
-    extra = statistics.median(delayed) - statistics.median(plain)
+    # and the undelayed path is not that slow: the difference is the delay, not TCG's noise. A busy emulated CPU
+    # only adds to a round trip (the undelayed path's ranged 1.8 to 67 ms while the guest's CLI calls ran, its
+    # median 20 ms), so each path's floor, its fastest round trip, is what the delay must separate
+    extra = min(delayed) - min(plain)
     assert extra >= 0.75 * 2 * DELAY_MS, f"delayed {delayed}, undelayed {plain}"
 
 
