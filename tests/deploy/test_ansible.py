@@ -57,30 +57,16 @@ def cluster(make_hosts, require_ansible):
     }
     inventory = hosts.write_inventory(root / "inventory.yml", GROUPS, all_vars=settings)
     return SimpleNamespace(hosts=hosts, inventory=inventory, settings=settings, ansible=Ansible(hosts, inventory),
-                           timings=timings, played={})
+                           timings=timings)
 
 
-def site_played(cluster):
+@pytest.fixture(scope="module")
+def site(cluster):
     """site.yml, played once for the tests that read it (its first play is deploy.yml's, run again)."""
-    if "site" not in cluster.played:
-        started = time.monotonic()
-        cluster.played["site"] = cluster.ansible.play("site.yml")
-        cluster.timings["site"] = time.monotonic() - started
-    return cluster.played["site"]
-
-
-def changed_by_play(played) -> dict[str, list[str]]:
-    """{play name: its 'changed: [host]' lines, handlers' too} from ansible-playbook's default output."""
-    plays, current = {}, None
-    for line in played.stdout.splitlines():
-        header = re.match(r"^PLAY \[(.*)\] \*+$", line)
-        if header:
-            current = plays.setdefault(header.group(1), [])
-        elif line.startswith("PLAY RECAP"):
-            current = None
-        elif current is not None and line.startswith("changed: ["):
-            current.append(line)
-    return plays
+    started = time.monotonic()
+    played = cluster.ansible.play("site.yml")
+    cluster.timings["site"] = time.monotonic() - started
+    return played
 
 
 def played_ok(played, what: str) -> None:
@@ -106,20 +92,19 @@ def test_deploy_installs_one_vnetbench_at_the_same_path_on_every_host(cluster):
     assert len(versions) == 1 and versions.pop().startswith("vnetbench ")
 
 
-def test_a_second_deploy_changes_nothing(cluster):
+def test_a_second_deploy_changes_nothing(site):
     # site.yml plays deploy.yml first, on hosts deployed already (hosts in parallel now: with nothing to install, they
     # no longer race on the shared venv); the plays after it change things of their own
-    played = site_played(cluster)
-    played_ok(played, "site.yml")
+    played_ok(site, "site.yml")
     (deploy,) = [play["name"] for play in yaml.safe_load((ANSIBLE_DIR / "deploy.yml").read_text())]
-    plays = changed_by_play(played)
-    assert deploy in plays, f"site.yml did not play {deploy!r} (plays: {sorted(plays)})\n{played.tail()}"
-    assert not plays[deploy], f"the second deploy changed something: {plays[deploy]}\n{played.tail()}"
+    plays = site.changed_by_play()
+    assert deploy in plays, f"site.yml did not play {deploy!r} (plays: {sorted(plays)})\n{site.tail()}"
+    assert not plays[deploy], f"the second deploy changed something: {plays[deploy]}\n{site.tail()}"
 
 
-def test_site_sets_up_ssh_writes_the_hostfile_runs_a_sweep_and_fetches_it(cluster):
+def test_site_sets_up_ssh_writes_the_hostfile_runs_a_sweep_and_fetches_it(cluster, site):
     hosts = cluster.hosts
-    played_ok(site_played(cluster), "site.yml")
+    played_ok(site, "site.yml")
 
     # passwordless SSH from host to host, with the key and known_hosts the ssh playbook made
     proc = subprocess.run(hosts.ssh_argv(hosts["h0"], "ssh", "-o", "BatchMode=yes", hosts["h2"].address, "hostname"),

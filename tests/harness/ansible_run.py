@@ -129,3 +129,16 @@ class Played:
 
     def tail(self, chars: int = 6000) -> str:
         return self.output[-chars:]
+
+    def changed_by_play(self) -> dict[str, list[str]]:
+        """{play name: its "changed: [host]" lines, handlers' too}, from the default output's PLAY banners."""
+        plays, current = {}, None
+        for line in self.stdout.splitlines():
+            banner = re.match(r"^PLAY \[(.*)\] \*+$", line)
+            if banner:
+                current = plays.setdefault(banner.group(1), [])
+            elif line.startswith("PLAY RECAP"):
+                current = None
+            elif current is not None and line.startswith("changed: ["):
+                current.append(line)
+        return plays
