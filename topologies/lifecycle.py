@@ -52,9 +52,13 @@ def _mine(kind: Kind, st: dict) -> bool:
 
 # ---- up -------------------------------------------------------------------------------------
 
-def bring_up(kind: Kind, topology, persistent: bool = True, host=None) -> tuple[dict, bool]:
+def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
+             owner: Callable[[dict], None] | None = None) -> tuple[dict, bool]:
     """Bring ``topology`` up; (state, True), or (state, False) when it was already up (and is attached to).
-    ``persistent``: left up until ``topology down``; else owned by this process, which takes it down."""
+    ``persistent``: left up until ``topology down``; else owned by this process, which takes it down.
+    ``owner(state)`` takes on the teardown of a topology this call made, once it is complete and before this
+    returns. An exception (a signal) from the first state write until ``owner`` returns tears down what was
+    made; one after that, as this returns, leaves the teardown to the owner."""
     kind.preflight(topology)
     with state.locked():
         current = state.read(topology.id)
@@ -84,15 +88,19 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None) -> tuple[
               "source": topology.source, "spec_hash": topology.spec_hash(), "spec": topology.to_dict(),
               "layout": layout, **kind.fields(topology, layout), "created": state.now(), "complete": False,
               "owner": None if persistent else state.me()}
-        state.write(st)
         try:
+            # from the first write on: a signal between that write and the next statement left the state
+            # folder of a topology nothing else would take down (seen in the faults tier's SIGINT at bring-up)
+            state.write(st)
             kind.create(st)
+            st["complete"] = True
+            state.write(st)
+            if owner is not None:
+                owner(st)
         except BaseException:
             with signals_blocked():
                 kind.teardown(st)
             raise
-        st["complete"] = True
-        state.write(st)
         return st, True
 
 
@@ -255,17 +263,26 @@ class Owned:
     def _bring_up(self, topology) -> None:
         self._closed = False
         self._handlers = {}
+        self.brought_up = False
         # from before the first object exists: a SIGTERM half-way through tears down what was made
         self._catch_signals()
         try:
-            self.state, self.brought_up = bring_up(self.kind, topology, persistent=False)
+            # the teardown is this object's from inside bring_up (``_own``), so that no signal between its
+            # return and this assignment can leave a complete topology that nobody takes down
+            self.state, _ = bring_up(self.kind, topology, persistent=False, owner=self._own)
         except BaseException:
+            # what bring_up made it took down, unless the exception came once ``_own`` had the topology (a
+            # signal as bring_up returned): then it is this object's to take down (twice finds nothing)
+            if self.brought_up:
+                self.close()
             self._restore_signals()
             raise
-        if self.brought_up:
-            atexit.register(self.close)
-        else:
+        if not self.brought_up:
             self._restore_signals()
+
+    def _own(self, st: dict) -> None:
+        self.state, self.brought_up = st, True
+        atexit.register(self.close)
 
     def close(self) -> None:
         if self._closed:

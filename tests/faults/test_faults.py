@@ -231,6 +231,35 @@ def test_a_signal_in_any_window_leaves_nothing_behind(clean_host, tmp_path, wind
         assert record["kernel"] == "halo"
 
 
+# a SIGINT delivered at once after a state write of the bring-up: the test above lands there by chance (its
+# poll sees the first write), and left the state folder of a topology with nothing else made, once in a suite
+SIGNAL_AFTER_WRITE = """
+import signal, sys
+from vnetbench import cli
+from vnetbench.topologies import state
+
+real_write = state.write
+
+def write(st):
+    real_write(st)
+    if st["complete"] == (sys.argv[1] == "complete"):
+        signal.raise_signal(signal.SIGINT)
+
+state.write = write
+raise SystemExit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("write", ["first", "complete"])
+def test_a_signal_right_after_a_state_write_of_the_bring_up_leaves_nothing(clean_host, tmp_path, write):
+    store = tmp_path / "store.jsonl"
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AFTER_WRITE, write, "run", "halo", "--global", "12,12,12",
+                           "--steps", "3", "--topology", "2vm-1vswitch", "--ranks", "2", "--store", str(store)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert not store.exists()  # and clean_host: no state folder, link or namespace of it is left
+
+
 # ---- 5. the disk fills -----------------------------------------------------------------------
 
 @pytest.fixture
