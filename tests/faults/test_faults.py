@@ -231,29 +231,36 @@ def test_a_signal_in_any_window_leaves_nothing_behind(clean_host, tmp_path, wind
         assert record["kernel"] == "halo"
 
 
-# a SIGINT delivered at once after a state write of the bring-up: the test above lands there by chance (its
-# poll sees the first write), and left the state folder of a topology with nothing else made, once in a suite
-SIGNAL_AFTER_WRITE = """
+# a SIGINT delivered at once after a step of the bring-up: the test above lands after the first state write by
+# chance (its poll sees that write), and left the state folder of a topology with nothing else made, once in a
+# suite. "first" and "complete": after each state write; "owned": once the run's topology object has taken its
+# teardown on (bring_up and the object then both take it down, the second finding nothing)
+SIGNAL_AFTER = """
 import signal, sys
 from vnetbench import cli
-from vnetbench.topologies import state
+from vnetbench.topologies import lifecycle, state
 
-real_write = state.write
+real_write, real_own = state.write, lifecycle.Owned._own
 
 def write(st):
     real_write(st)
-    if st["complete"] == (sys.argv[1] == "complete"):
+    if sys.argv[1] != "owned" and st["complete"] == (sys.argv[1] == "complete"):
         signal.raise_signal(signal.SIGINT)
 
-state.write = write
+def own(self, st):
+    real_own(self, st)
+    if sys.argv[1] == "owned":
+        signal.raise_signal(signal.SIGINT)
+
+state.write, lifecycle.Owned._own = write, own
 raise SystemExit(cli.main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("write", ["first", "complete"])
-def test_a_signal_right_after_a_state_write_of_the_bring_up_leaves_nothing(clean_host, tmp_path, write):
+@pytest.mark.parametrize("after", ["first", "complete", "owned"])
+def test_a_signal_right_after_a_step_of_the_bring_up_leaves_nothing(clean_host, tmp_path, after):
     store = tmp_path / "store.jsonl"
-    done = subprocess.run([sys.executable, "-c", SIGNAL_AFTER_WRITE, write, "run", "halo", "--global", "12,12,12",
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AFTER, after, "run", "halo", "--global", "12,12,12",
                            "--steps", "3", "--topology", "2vm-1vswitch", "--ranks", "2", "--store", str(store)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr[-2000:]
