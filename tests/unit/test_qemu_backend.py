@@ -191,3 +191,48 @@ def test_vms_option_names_what_it_applies_to():
         with pytest.raises(UsageError, match=r"--vms qemu: .* names real hosts or a cluster \(\w+:\), which have "
                                              r"no VMs to boot"):
             common.vm_ref(args(vms="qemu", accel="tcg"), hosts)
+
+
+# a stand-in for virtme-run (a fake: the real one's fork of QEMU cannot be timed against a SIGTERM here): marked as a
+# guest's launcher is, on SIGTERM it forks a child that outlives it, as virtme-run's does when it forked QEMU after
+# the look that found it; the child carries the mark, as QEMU does
+FORKING_LAUNCHER = """
+import os, signal, sys, time
+
+def on_term(signum, frame):
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        time.sleep(60)
+        os._exit(0)
+    os._exit(1)
+
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_stopping_a_guest_ends_what_its_launcher_forked_as_it_was_ended(tmp_path, monkeypatch):
+    import subprocess
+
+    from vnetbench.topologies.qemu import guests
+
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    marker = str(tmp_path / "abcd" / "vm1")
+    launcher = subprocess.Popen([sys.executable, "-c", FORKING_LAUNCHER], stdout=subprocess.PIPE, text=True,
+                                env={"PATH": "/usr/bin:/bin", guests.MARK: marker}, start_new_session=True)
+    try:
+        assert launcher.stdout.readline() == "ready\n"
+        assert list(guests.processes({"abcd"})) == [launcher.pid]
+        ended = guests.stop("abcd")
+        launcher.wait(5)
+        assert guests.processes({"abcd"}) == {}, "the child the launcher forked on SIGTERM is still running"
+        assert launcher.pid in ended and len(ended) == 2
+    finally:
+        import os
+        import signal
+
+        if launcher.poll() is None:
+            launcher.kill()
+        for pid in guests.processes({"abcd"}):
+            os.kill(pid, signal.SIGKILL)

@@ -223,12 +223,22 @@ def processes(topology_ids=None, unknown: set[str] | None = None) -> dict[int, s
     return found
 
 
+STOP_ROUNDS = 5
+
+
 def stop(topology_id: str) -> list[int]:
     """End every process of the topology's guests: QEMU first (SIGTERM: it stops the guest at once), then
-    virtme-ng's launcher and whatever else is left; their pids."""
-    found = processes({topology_id})
-    qemus = [pid for pid in found if (linux.command_name(pid) or "").startswith("qemu-system")]
-    procs.kill(qemus, grace=2.0)
-    rest = processes({topology_id})
-    procs.kill(sorted(rest), grace=2.0)
-    return sorted(set(found) | set(rest))
+    virtme-ng's launcher and whatever else is left; their pids. Again until a look finds none: virtme-run forks,
+    then execs QEMU in the child, and on SIGTERM it exits, so a launcher that forked after the look that found it
+    (its guest's start cut short: a Ctrl-C during bring-up, on a loaded machine) leaves that QEMU running."""
+    ended: set[int] = set()
+    for _ in range(STOP_ROUNDS):
+        found = processes({topology_id})
+        if not found:
+            break
+        qemus = [pid for pid in found if (linux.command_name(pid) or "").startswith("qemu-system")]
+        procs.kill(qemus, grace=2.0)
+        rest = processes({topology_id})
+        procs.kill(sorted(rest), grace=2.0)
+        ended |= set(found) | set(rest)
+    return sorted(ended)
