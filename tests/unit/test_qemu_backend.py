@@ -1,9 +1,12 @@
 """The qemu backend's pure parts: its refs and YAML form, its plan (taps, MACs, cpus), how ranks reach its guests
-(the hosts backend's SSH launch, rendered by every flavour), its state's names, and TCG records shown as N/A.
-The guests themselves are booted in tests/guest/test_qemu.py."""
+(the hosts backend's SSH launch, rendered by every flavour), its state's names, TCG records shown as N/A, and the
+end of a guest's processes (with a fake launcher). The guests themselves are booted in tests/guest/test_qemu.py."""
 
 import ipaddress
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +16,7 @@ from vnetbench.analysis import compare, report, tables
 from vnetbench.errors import SpecError, UsageError
 from vnetbench.topologies import base, fabric, state
 from vnetbench.topologies.host import HostFacts
-from vnetbench.topologies.qemu import model, plan, sshd
+from vnetbench.topologies.qemu import guests, model, plan, sshd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "data" / "stores"))
 import craft  # noqa: E402
@@ -213,10 +216,6 @@ time.sleep(60)
 
 
 def test_stopping_a_guest_ends_what_its_launcher_forked_as_it_was_ended(tmp_path, monkeypatch):
-    import subprocess
-
-    from vnetbench.topologies.qemu import guests
-
     monkeypatch.setattr(state, "RUN_DIR", tmp_path)
     marker = str(tmp_path / "abcd" / "vm1")
     launcher = subprocess.Popen([sys.executable, "-c", FORKING_LAUNCHER], stdout=subprocess.PIPE, text=True,
@@ -229,10 +228,9 @@ def test_stopping_a_guest_ends_what_its_launcher_forked_as_it_was_ended(tmp_path
         assert guests.processes({"abcd"}) == {}, "the child the launcher forked on SIGTERM is still running"
         assert launcher.pid in ended and len(ended) == 2
     finally:
-        import os
-        import signal
-
         if launcher.poll() is None:
             launcher.kill()
+            launcher.wait()
+        launcher.stdout.close()
         for pid in guests.processes({"abcd"}):
             os.kill(pid, signal.SIGKILL)
