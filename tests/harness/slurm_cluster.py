@@ -126,7 +126,8 @@ class SlurmCluster(Lifecycle):
         # no mpi_yield_when_idle, although the nodes share this machine's cores and busy-polling ranks starve each
         # other (3 ranks of a small allreduce: 4.3 s, 0.3 s yielding): yielding, Open MPI 5.0.11's ranks under
         # srun segfaulted in 2 of 25 and 1 of 30 runs on a loaded machine (a TCP fragment reaching ob1 in
-        # MPI_Init's fence, before MPI_COMM_WORLD is in the PML: open-mpi/ompi#13559), and in none of 25 without
+        # MPI_Init's fence, before MPI_COMM_WORLD is in the PML: open-mpi/ompi#13559), and in none of 25 without it
+        # (a rank of a .ci/run's job crashed 0.3 s in without it too, 2026-11-27: perhaps the same race, rarer)
         for key in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
             del env[key]  # an outer allocation must not leak into this cluster's commands
         return env
