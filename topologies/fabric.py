@@ -157,12 +157,21 @@ def vm_address(subnet: ipaddress.IPv4Network, index: int) -> str:
 
 # ---- what ip and tc are told --------------------------------------------------------------
 
+def create(fab: Fabric, attach: list[str] = (), before: list[str] = ()) -> None:
+    """Make the fabric with the backend's lines: the head's bridge first, numbered so that every MPI's launcher
+    can match it (linux.add_bridge), then one ip batch of ``before``, the rest of the fabric and ``attach``."""
+    linux.add_bridge(fab.head_bridge)
+    linux.ip_batch([*before, *create_lines(fab, attach)])
+
+
 def create_lines(fab: Fabric, attach: list[str] = ()) -> list[str]:
-    """One ip batch: the bridges, then ``attach`` (the backend's VM links, which need the bridges), then the
-    uplinks and the head's address."""
+    """One ip batch, once the head's bridge exists: the other bridges, then ``attach`` (the backend's VM links,
+    which need the bridges), then the uplinks and the head's address."""
     lines = []
     for bridge in fab.bridges:
-        lines += [f"link add {bridge} type bridge", f"link set dev {bridge} up"]
+        if bridge != fab.head_bridge:
+            lines.append(f"link add {bridge} type bridge")
+        lines.append(f"link set dev {bridge} up")
         if bridge != fab.head_bridge:
             # a switch is no host: without this, this host's stack answered a VM's ARP for the head's address
             # on the VM's own switch (Linux answers for any of its addresses on any interface), and the VM's

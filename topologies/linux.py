@@ -65,6 +65,37 @@ def ip_batch(lines: list[str], netns: str | None = None, force: bool = False):
     return run(argv, stdin="\n".join(lines) + "\n", check=not force)
 
 
+# Open MPI 5's launcher cannot match an interface numbered 32768 or above: PMIx 5.0 (the interface list of
+# prterun) reads an interface's index into an int16_t (pmix_ifnametokindex), so prte_if_include never matches such
+# an interface, and mpirun ends at once with "No network interfaces were found for out-of-band communications"
+# (exit 213; fixed on PMIx's master, openpmix#4182, in no 5.0 release). Linux numbers a namespace's new interfaces
+# upwards from the last it gave, never reusing a freed number below, so on a host that has made many (every
+# topology makes several; container hosts make them all day) every new bridge gets such an index: a CI run failed
+# so from the moment its machine passed 32767.
+MATCHABLE_INDEX = 1 << 15
+
+
+def lowest_free_index() -> int | None:
+    """The lowest interface index free in this namespace and below MATCHABLE_INDEX (None: none is)."""
+    used = {index for index, _ in socket.if_nameindex()}
+    return next((index for index in range(1, MATCHABLE_INDEX) if index not in used), None)
+
+
+def add_bridge(name: str) -> None:
+    """Bridge ``name`` at the lowest free interface index: one that every MPI's launcher can match (above). A
+    number taken meanwhile by an interface made elsewhere is chosen afresh."""
+    for _ in range(3):
+        index = lowest_free_index()
+        argv = ["ip", "link", "add", name, *(["index", str(index)] if index else []), "type", "bridge"]
+        done = run(argv, check=False)
+        if done.returncode == 0:
+            return
+        if index is None or name in links() or index not in {i for i, _ in socket.if_nameindex()}:
+            break  # not a number someone else took: the failure itself
+    detail = (done.stderr or done.stdout).strip().replace("\n", "; ")
+    raise LaunchError(f"{shlex.join(argv)} failed: {detail}")
+
+
 def tc_batch(lines: list[str]):
     if lines:
         run(["tc", "-batch", "-"], stdin="\n".join(lines) + "\n")

@@ -217,6 +217,49 @@ def _cmdline(pid: int) -> bytes:
 
 
 @requires_mpi
+def _bridge(name: str, *words: str) -> int:
+    subprocess.run(["ip", "link", "add", name, *words, "type", "bridge"], check=True, capture_output=True)
+    return socket.if_nametoindex(name)
+
+
+def _prterun_on(subnet: str) -> subprocess.CompletedProcess:
+    """The wheel's mpirun with its out-of-band traffic kept on ``subnet``, as vnetbench launches into VMs."""
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "mpirun"), "--prtemca", "prte_if_include",
+                           subnet, "-n", "1", "true"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+
+
+@requires_mpi
+def test_the_head_s_bridge_is_numbered_so_that_open_mpi_5_can_match_it(host_unchanged):
+    """PMIx 5.0 reads an interface's index into an int16_t: Open MPI 5's mpirun finds no interface in a subnet
+    whose bridge is numbered 32768 or above, and a host that has made many interfaces numbers every new one so
+    (vnetbench.topologies.linux). A bridge of the test's, numbered so, shows it; the head's bridge takes the lowest
+    free number instead - below a hole the test leaves, which the kernel, numbering upwards, would not give."""
+    from vnetbench.topologies import linux
+
+    hole = _bridge("vnbtesthole")
+    subprocess.run(["ip", "link", "del", "vnbtesthole"], check=True)
+    high = next(i for i in range(40000, 50000) if i not in {n for n, _ in socket.if_nameindex()})
+    try:
+        _bridge("vnbtesthigh", "index", str(high))
+        subprocess.run(["ip", "addr", "add", "10.215.0.1/24", "dev", "vnbtesthigh"], check=True)
+        subprocess.run(["ip", "link", "set", "vnbtesthigh", "up"], check=True)
+        refused = _prterun_on("10.215.0.0/24")
+    finally:
+        subprocess.run(["ip", "link", "del", "vnbtesthigh"], capture_output=True)
+    assert refused.returncode == 213 and "No network interfaces were found" in refused.stdout + refused.stderr, \
+        f"Open MPI 5's mpirun matched a bridge numbered {high} (exit {refused.returncode}): if its PMIx reads " \
+        f"indices whole now, linux.add_bridge need not choose one\n{refused.stderr}"
+    lowest = linux.lowest_free_index()
+    assert lowest <= hole
+    host_unchanged("2vm-2vswitch")
+    vnetbench("topology", "up", "2vm-2vswitch", check=0)
+    layout = state_of("2vm-2vswitch")["layout"]
+    assert socket.if_nametoindex(layout["head_bridge"]) == lowest
+    ran = _prterun_on(layout["subnet"])
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
 def test_two_topologies_can_be_up_at_once(host_unchanged):
     host_unchanged('2vm-1vswitch', '2vm-2vswitch')
     vnetbench("topology", "up", "2vm-1vswitch", check=0)

@@ -40,7 +40,7 @@ SHELLS = {"sh", "dash", "bash", "zsh", "ksh", "busybox"}
 KEYWORDS = {"-batch", "-", "-force", "-n", "-j", "-4", "netns", "link", "addr", "route", "qdisc", "add", "del",
             "set", "show", "table", "all", "dev", "up", "type", "bridge", "veth", "peer", "name", "master",
             "root", "handle", "parent", "tbf", "netem", "rate", "burst", "latency", "delay", "limit", "arp",
-            "off"}
+            "off", "index"}
 VALUE = re.compile(r"\d+|\d+:\d*|\d+(?:bit|kbit|mbit|gbit)|\d+(?:us|ms|s)|\d{1,3}(?:\.\d{1,3}){3}(?:/\d{1,2})?")
 IN_VM = {"eth0", "lo"}
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from vnetbench.procs import kill
+from vnetbench.topologies import linux
 
 from .lifecycle import Lifecycle, links as _links, netns_names as _netns_names, netns_pids as _netns_pids, run
 
@@ -221,7 +222,9 @@ class SshdHosts(Lifecycle):
 
     def _make_network(self) -> None:
         prefix = self.network.prefixlen
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        # mpirun on this host reaches the hosts from this bridge's address: numbered as the product numbers a
+        # topology's head bridge, so that Open MPI 5's launcher can match it (vnetbench.topologies.linux)
+        linux.add_bridge(self.bridge)
         self._made_links.append(self.bridge)
         _run(["ip", "addr", "add", f"{self.gateway}/{prefix}", "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])

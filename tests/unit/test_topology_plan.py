@@ -89,7 +89,8 @@ def test_the_fabric_s_ip_lines_put_the_vms_links_between_bridges_and_uplinks():
         # the switches answer no ARP: only the physical switch, which holds the head's address, is a host
         f"link add vnb{i}s0 type bridge", f"link set dev vnb{i}s0 up", f"link set dev vnb{i}s0 arp off",
         f"link add vnb{i}s1 type bridge", f"link set dev vnb{i}s1 up", f"link set dev vnb{i}s1 arp off",
-        f"link add vnb{i}p type bridge", f"link set dev vnb{i}p up", "VM LINKS",
+        # the head's bridge, the physical switch, is made before the batch (linux.add_bridge): set up only
+        f"link set dev vnb{i}p up", "VM LINKS",
         f"link add vnb{i}u0a type veth peer name vnb{i}u0b", f"link set dev vnb{i}u0a master vnb{i}s0 up",
         f"link set dev vnb{i}u0b master vnb{i}p up",
         f"link add vnb{i}u1a type veth peer name vnb{i}u1b", f"link set dev vnb{i}u1a master vnb{i}s1 up",

@@ -47,7 +47,7 @@ def create(st: dict) -> None:
     fab = lay.fabric
     attach = [line for vm in lay.vms for line in (f"link add {vm.veth} type veth peer name eth0 netns {vm.netns}",
                                                   f"link set dev {vm.veth} master {vm.bridge} up")]
-    linux.ip_batch([f"netns add {vm.netns}" for vm in lay.vms] + fabric.create_lines(fab, attach))
+    fabric.create(fab, attach, before=[f"netns add {vm.netns}" for vm in lay.vms])
     for vm in lay.vms:
         linux.ip_batch(["link set dev lo up", f"addr add {vm.address}/{fab.prefixlen} dev eth0",
                         "link set dev eth0 up"], netns=vm.netns)

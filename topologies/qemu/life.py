@@ -59,7 +59,7 @@ def create(st: dict) -> None:
     all booting at once; ``st["guests"]`` what each said once its sshd answers."""
     lay = plan.Layout.from_dict(st["layout"])
     sshd.make(lay.id, [vm.address for vm in lay.vms])
-    linux.ip_batch(fabric.create_lines(lay.fabric, plan.tap_lines(lay)))
+    fabric.create(lay.fabric, plan.tap_lines(lay))
     linux.tc_batch(fabric.shaping(lay.fabric))
     started = guests.start(lay, st["guest"])
     st["guests"] = guests.wait_ready(lay, st["guest"], started, st["guest"]["boot_timeout"])
