@@ -104,7 +104,13 @@ def guest():
     # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG); --force-9p: the
     # root virtme-ng ends up with here anyway, which it otherwise gives only after starting QEMU 7.2's C virtiofsd
     # and waiting about 3 s for that one's socket
+    # one host thread runs both vCPUs (QEMU's round-robin TCG, not a thread a vCPU): the suite's other lane keeps
+    # this machine's two cores busy, and with a thread a vCPU the guest's kernel can spin on one vCPU for a lock or
+    # an IPI answer of the other's while the host has that one's thread off its core (no paravirtual spinlocks
+    # under TCG). Under two busy loops beside it the tier took 124 s and 126 CPU-s with a thread a vCPU, 87 s and
+    # 85 CPU-s so; the guest still has two CPUs, for its two VMs' cpusets
     argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--force-9p", "--memory", "2G", "--cpus", "2",
+            "--qemu-opts=-accel", "--qemu-opts=tcg,thread=single",
             "--append", f"modprobe.blacklist={','.join(UNUSED_MODULES)}",
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
             "--exec", f"/bin/sh {HERE / 'cached-root.sh'} {CACHED_TAG} {sys.executable} {HERE / 'inside.py'} {shared}",
