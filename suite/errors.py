@@ -1,6 +1,7 @@
 """The errors vnetbench raises; the CLI maps them to exit codes (2: bad input, 1: failure, 128+N: signal N)."""
 
 import signal
+import threading
 
 
 class VnetbenchError(Exception):
@@ -45,3 +46,28 @@ def interrupt_on_signals(signals=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
     for sig in signals:
         signal.signal(sig, handler)
+
+
+class signals_blocked:
+    """Hold SIGINT/SIGTERM/SIGHUP while tearing down, or while a tool that makes something runs, so that a ^C
+    cannot leave half a topology; a signal that came meanwhile is delivered again at the end."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self):
+        self.caught, self.previous = [], {}
+        if threading.current_thread() is threading.main_thread():
+            try:
+                for sig in self.SIGNALS:
+                    if signal.getsignal(sig) == signal.SIG_IGN:
+                        continue  # ignored stays ignored, also by the tools started meanwhile
+                    self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
+            except BaseException:  # a signal between two of these: leave the handlers as they were
+                self.__exit__()
+                raise
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.caught):
+            signal.raise_signal(sig)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError
+from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError, signals_blocked
 
 from . import state
 from .base import idle_vms
@@ -221,33 +221,6 @@ def cleanup(kind: Kind, everything: bool = False) -> list[str]:
         raise LaunchError(f"{'; '.join(refused)}; nothing of it was removed; check it, and remove it by hand"
                           + (f" (removed meanwhile: {', '.join(removed)})" if removed else ""))
     return removed
-
-
-# ---- signals ----------------------------------------------------------------------------------
-
-class signals_blocked:
-    """Hold SIGINT/SIGTERM/SIGHUP while tearing down, so that a second ^C cannot leave half a
-    topology; a signal that came meanwhile is delivered again at the end."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __enter__(self):
-        self.caught, self.previous = [], {}
-        if threading.current_thread() is threading.main_thread():
-            try:
-                for sig in self.SIGNALS:
-                    if signal.getsignal(sig) == signal.SIG_IGN:
-                        continue  # ignored stays ignored, also by the tools started meanwhile
-                    self.previous[sig] = signal.signal(sig, lambda signum, frame: self.caught.append(signum))
-            except BaseException:  # a signal between two of these: leave the handlers as they were
-                self.__exit__()
-                raise
-
-    def __exit__(self, *exc):
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(self.caught):
-            signal.raise_signal(sig)
 
 
 # ---- a topology kept up by the object that realised it --------------------------------------------

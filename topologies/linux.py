@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from vnetbench import procs
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.errors import LaunchError, UsageError, signals_blocked
 from vnetbench.procs import kill  # noqa: F401 (teardown's and cleanup's kill)
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
@@ -43,9 +43,13 @@ def run(argv: list[str], stdin: str | None = None, timeout: float = 60, check: b
     for attempt in range(3):
         try:
             # a session of its own: a Ctrl-C at the terminal reaches vnetbench, which finishes what
-            # it is doing (a teardown holds signals), but not an ip or tc half-way through
-            done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True)
+            # it is doing (a teardown holds signals), but not an ip or tc half-way through. And signals
+            # held until the tool has ended: one raised while it started (inside Popen, before its pipes
+            # were read) left it running, unwaited, to make its bridge after the teardown had looked
+            # (the faults tier's SIGTERM at bring-up, once); held, what it made is there for the teardown
+            with signals_blocked():
+                done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
+                                      start_new_session=True)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise LaunchError(f"{shlex.join(argv)}: {exc}") from exc
         # the tool is still in vnetbench's process group for an instant after it starts, where a

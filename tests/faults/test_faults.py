@@ -234,17 +234,19 @@ def test_a_signal_in_any_window_leaves_nothing_behind(clean_host, tmp_path, wind
 # a SIGINT delivered at once after a step of the bring-up: the test above lands after the first state write by
 # chance (its poll sees that write), and left the state folder of a topology with nothing else made, once in a
 # suite. "first" and "complete": after each state write; "owned": once the run's topology object has taken its
-# teardown on (bring_up and the object then both take it down, the second finding nothing)
+# teardown on (bring_up and the object then both take it down, the second finding nothing); "tool": as the first
+# ip of the bring-up has started, inside Popen (the test above once left the bridge that ip then made, after the
+# teardown had looked)
 SIGNAL_AFTER = """
-import signal, sys
+import signal, subprocess, sys
 from vnetbench import cli
 from vnetbench.topologies import lifecycle, state
 
-real_write, real_own = state.write, lifecycle.Owned._own
+real_write, real_own, real_start = state.write, lifecycle.Owned._own, subprocess.Popen._execute_child
 
 def write(st):
     real_write(st)
-    if sys.argv[1] != "owned" and st["complete"] == (sys.argv[1] == "complete"):
+    if sys.argv[1] in ("first", "complete") and st["complete"] == (sys.argv[1] == "complete"):
         signal.raise_signal(signal.SIGINT)
 
 def own(self, st):
@@ -252,12 +254,17 @@ def own(self, st):
     if sys.argv[1] == "owned":
         signal.raise_signal(signal.SIGINT)
 
-state.write, lifecycle.Owned._own = write, own
+def start(self, args, *rest):
+    real_start(self, args, *rest)
+    if sys.argv[1] == "tool" and list(args)[:3] == ["ip", "link", "add"]:
+        signal.raise_signal(signal.SIGINT)
+
+state.write, lifecycle.Owned._own, subprocess.Popen._execute_child = write, own, start
 raise SystemExit(cli.main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("after", ["first", "complete", "owned"])
+@pytest.mark.parametrize("after", ["first", "complete", "owned", "tool"])
 def test_a_signal_right_after_a_step_of_the_bring_up_leaves_nothing(clean_host, tmp_path, after):
     store = tmp_path / "store.jsonl"
     done = subprocess.run([sys.executable, "-c", SIGNAL_AFTER, after, "run", "halo", "--global", "12,12,12",
