@@ -169,10 +169,10 @@ def create_lines(fab: Fabric, attach: list[str] = ()) -> list[str]:
     which need the bridges), then the uplinks and the head's address."""
     lines = []
     for bridge in fab.bridges:
-        if bridge != fab.head_bridge:
-            lines.append(f"link add {bridge} type bridge")
-        lines.append(f"link set dev {bridge} up")
-        if bridge != fab.head_bridge:
+        if bridge == fab.head_bridge:
+            lines.append(f"link set dev {bridge} up")
+        else:
+            lines += [f"link add {bridge} type bridge", f"link set dev {bridge} up"]
             # a switch is no host: without this, this host's stack answered a VM's ARP for the head's address
             # on the VM's own switch (Linux answers for any of its addresses on any interface), and the VM's
             # packets to the head went up there, past the shaped and delayed uplink (one way of a round trip)

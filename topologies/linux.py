@@ -74,8 +74,8 @@ def ip_batch(lines: list[str], netns: str | None = None, force: bool = False):
 # an interface, and mpirun ends at once with "No network interfaces were found for out-of-band communications"
 # (exit 213; fixed on PMIx's master, openpmix#4182, in no 5.0 release). Linux numbers a namespace's new interfaces
 # upwards from the last it gave, never reusing a freed number below, so on a host that has made many (every
-# topology makes several; container hosts make them all day) every new bridge gets such an index: a CI run failed
-# so from the moment its machine passed 32767.
+# topology makes several; container hosts make them all day) every new bridge gets such an index (the likely cause
+# of a CI run's 11 failures, from one test on: the same message and exit code, reproduced with a bridge at 40000).
 MATCHABLE_INDEX = 1 << 15
 
 
