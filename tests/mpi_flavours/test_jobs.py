@@ -1,5 +1,5 @@
-"""With each of the three MPIs, through the one mpi4py wheel: a C program and every kernel, natively and on
-2vm-2vswitch, as one world of the launched size, each rank where the topology puts it, the record naming the
+"""With each of the three MPIs, through the one mpi4py wheel: a C program and every kernel natively, the C program
+and two kernels on 2vm-2vswitch, as one world of the launched size, each rank where the topology puts it, the record naming the
 launcher and the library the ranks loaded; and an installation whose library is another MPI's fails the run,
 naming both, before any rank joins a world."""
 
@@ -16,6 +16,10 @@ from emulation.conftest import WHY_NOT, snapshot
 from .conftest import FLAVOURS, LIBRARY, LIBRARY_FILE, TINY, VERSION, WRONG, cli, launcher_of
 
 KERNELS = list(TINY)
+# on 2vm-2vswitch, what a VM adds to the library's choice (each rank's environment through its namespace, the
+# library found again there) is the same for every kernel, and every kernel ran natively with each library: a
+# kernel compiled with numba (pingpong: its cache is per ABI) and one in numpy alone (allreduce, a collective)
+VM_KERNELS = ["pingpong", "allreduce"]
 VMS = ["2vm-2vswitch-vm1", "2vm-2vswitch-vm2"]
 
 
@@ -115,9 +119,9 @@ def test_hello_in_two_vms(flavour, hello_of, two_vms):
 
 
 @pytest.mark.timeout(240)
-def test_every_kernel_in_two_vms(flavour, two_vms, tmp_path):
+def test_kernels_in_two_vms(flavour, two_vms, tmp_path):
     launcher = launcher_of(flavour)
-    for kernel in KERNELS:
+    for kernel in VM_KERNELS:
         store = tmp_path / f"{kernel}.jsonl"
         proc = cli(sys.executable, "run", kernel, "--ranks", "2", "--topology", two_vms, "--mpi", launcher,
                    "--json", "--store", store, *TINY[kernel], timeout=200)
