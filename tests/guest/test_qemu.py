@@ -9,8 +9,8 @@ allreduce is seen exchanging - a megabyte to vm2 - and then fails naming the VM,
 one; Open MPI 5 and 4 also on one switch), a kernel compiled with numba (pingpong's loop) and one in numpy alone
 (allreduce) run in guests, two ranks share a guest, the 2-switch path's bandwidth is held against its uplink's
 rate (and the 1-switch path's rate, from Open MPI 5's allreduce of a megabyte there, against it, so that the check
-can fail), and the host must be as it was found when both are down. Refusals and faults at bring-up use guests that never finish booting. Timings under TCG
-mean nothing: the tier checks behaviour, records and shaping.
+can fail), and the host must be as it was found when both are down. Refusals and faults at bring-up use guests
+that never finish booting. Timings under TCG mean nothing: the tier checks behaviour, records and shaping.
 
 What a run costs here: a rank that loads numba (pingpong's loop) spends about 11 s of its guest's CPU importing
 it and readying its compiler under TCG, even with the loops in numba's cache, against about 5 s for numpy and

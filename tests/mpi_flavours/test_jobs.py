@@ -1,7 +1,7 @@
 """With each of the three MPIs, through the one mpi4py wheel: a C program and every kernel natively, the C program
-and two kernels on 2vm-2vswitch, as one world of the launched size, each rank where the topology puts it, the record naming the
-launcher and the library the ranks loaded; and an installation whose library is another MPI's fails the run,
-naming both, before any rank joins a world."""
+and two kernels on 2vm-2vswitch, as one world of the launched size, each rank where the topology puts it, the
+record naming the launcher and the library the ranks loaded; and an installation whose library is another MPI's
+fails the run, naming both, before any rank joins a world."""
 
 import json
 import os
