@@ -30,6 +30,16 @@ def test_every_tier_folder_is_a_declared_marker_and_every_marker_a_folder():
         assert len(description.strip()) > 20, f"{name}: say which real component the tier starts"
 
 
+def test_the_two_lanes_run_every_tier_once():
+    # the README's test command runs the suite in two lanes (tests/harness/lanes.py): the sandbox's tiers named,
+    # the first lane's found, so that a tier added later is in one of them and in neither twice
+    from tests.harness import lanes
+
+    here, away = lanes.here_tiers(), list(lanes.AWAY)
+    assert sorted(here + away) == sorted(f"tests/{name}" for name in tier_folders())
+    assert here[:len(lanes.FIRST)] == list(lanes.FIRST)
+
+
 def test_no_test_names_a_tier_by_hand():
     # the folder is the tier: a decorator would put a test in a second tier, and -m would no longer be a folder
     mark = re.compile(rf"pytest\.mark\.({'|'.join(sorted(declared(), key=len, reverse=True))})\b")
