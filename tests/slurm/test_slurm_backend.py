@@ -134,6 +134,9 @@ def test_one_switch_and_two_switches_records_and_report(cluster, tmp_path):
         # the job ran the MPI chosen with --mpi, its ranks started by srun with Open MPI's PMIx
         assert record["launch"]["mpi"]["launcher"] == str(mpi)
         assert record["launch"]["notes"]["launcher"] == "srun --mpi=pmix"
+        # whose barriers hold across the nodes (allocation.PMIX_FENCE: Slurm's tree fence does not, on 2 nodes)
+        assert record["launch"]["notes"]["pmix_fence"] == "ring"
+        assert record["launch"]["command"].startswith("env SLURM_PMIX_FENCE=ring srun --mpi=pmix ")
     report = vnetbench("report", "--store", store, check=0)
     assert "slurm-vnb-2nodes-1switch" in report.stdout and "slurm-vnb-2nodes-2switches" in report.stdout
 
@@ -461,7 +464,9 @@ echo "$SLURM_JOB_ID" > job
         placed = [p["hostname"] for p in record["placement"]]
         assert set(placed) == set(nodes) and placed[0] != placed[1], placed
         assert record["launch"]["notes"]["launcher"] == launcher
-        assert record["launch"]["command"].split()[0].endswith("srun" if name == "auto" else "mpirun")
+        started = record["launch"]["command"].split()
+        assert started[0].endswith("mpirun") if name == "mpirun" else started[:3] == ["env", "SLURM_PMIX_FENCE=ring",
+                                                                                       "srun"]
         assert "slurm" not in record or record["slurm"].get("job_id") in (None, job)
     assert sorted(set((tmp_path / "exec.out").read_text().split())) == sorted(nodes)
     assert len((tmp_path / "exec.out").read_text().split()) == 3

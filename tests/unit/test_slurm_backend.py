@@ -46,12 +46,19 @@ def test_the_launcher_is_named_after_at_or_in_yaml_and_srun_renders_the_intent()
     assert spec.from_dict({"name": "t", "backend": "slurm", "partition": "p",
                             "launcher": "mpirun"}).to_dict()["launcher"] == "mpirun"
     intent = Intent(ranks=3, bind="core", mca={"btl": "self,sm,tcp"})
-    argv = allocation.srun_argv(intent, "pmix", ["a", "b"], ["prog", "x"], {"btl": "self,sm,tcp"})
-    assert argv[:2] == ["srun", "--mpi=pmix"] and "--ntasks=3" in argv and "--nodelist=a,b" in argv
+    argv = allocation.srun_argv(intent, "pmix", ["a", "b"], ["prog", "x"], {"btl": "self,sm,tcp"}, environ={})
+    # PMIx: srun runs with the ring fence, whose barriers hold across nodes (allocation.PMIX_FENCE)
+    assert argv[:4] == ["env", "SLURM_PMIX_FENCE=ring", "srun", "--mpi=pmix"]
+    assert "--ntasks=3" in argv and "--nodelist=a,b" in argv
     assert "--distribution=cyclic" in argv and "--cpu-bind=cores" in argv
     # Open MPI's settings through env (srun's --export would split btl's value at its commas)
     assert argv[-4:] == ["env", "OMPI_MCA_btl=self,sm,tcp", "prog", "x"]
-    assert "env" not in allocation.srun_argv(intent, "pmi2", ["a"], ["prog"], {})  # MPICH: no MCA
+    assert "env" not in allocation.srun_argv(intent, "pmi2", ["a"], ["prog"], {}, environ={})  # MPICH: no MCA
+    # the user's own choice of fence stands (srun passes their environment on), and is what the record says
+    mine = allocation.srun_argv(intent, "pmix_v4", ["a"], ["prog"], {}, environ={"SLURM_PMIX_FENCE": "tree"})
+    assert mine[0] == "srun" and "SLURM_PMIX_FENCE=ring" not in mine
+    assert allocation.pmix_fence("pmix_v4", {"SLURM_PMIX_FENCE": "tree"}) == "tree"
+    assert allocation.pmix_fence("pmix", {}) == "ring" and allocation.pmix_fence("pmi2", {}) is None
     assert allocation.step_launcher("mpirun", object()) == ("mpirun", None)
 
 
@@ -223,6 +230,7 @@ def test_srun_gives_the_ranks_the_transport_settings_in_their_own_mpis_names(mon
     from vnetbench.topologies.slurm import SlurmBackend
 
     monkeypatch.setattr(allocation, "site_pmis", lambda: frozenset({"pmix", "pmi2"}))
+    monkeypatch.delenv("SLURM_PMIX_FENCE", raising=False)
     c = cluster({"s0": ["a", "b"], "s1": ["c", "d"]})
     up = SlurmBackend(spec.parse_ref("slurm:p/2nodes-2switches"), {"job_id": "7", "nodes": ["a", "c"], "cpus": [1, 1],
                                                                    "partition": "p"}, c)
@@ -230,8 +238,8 @@ def test_srun_gives_the_ranks_the_transport_settings_in_their_own_mpis_names(mon
     assert [p["switch"] for p in launch.placement_labels] == ["s0", "s1"]
     # Open MPI 4's ranks know the shared-memory transport as vader, Open MPI 5's as sm
     argv = launch.starter(flavours.OpenMPI4("/usr/bin/mpirun", "4.1.4"), ["prog"])
-    assert argv[:2] == ["srun", "--mpi=pmix"] and "OMPI_MCA_btl=self,vader,tcp" in argv, argv
-    assert launch.notes["launcher"] == "srun --mpi=pmix"
+    assert argv[2:4] == ["srun", "--mpi=pmix"] and "OMPI_MCA_btl=self,vader,tcp" in argv, argv
+    assert launch.notes["launcher"] == "srun --mpi=pmix" and launch.notes["pmix_fence"] == "ring"
     argv = launch.starter(flavours.OpenMPI5("/venv/bin/mpirun", "5.0.5"), ["prog"])
     assert "OMPI_MCA_btl=self,sm,tcp" in argv, argv
     assert up.describe()["slurm"]["switches"] == ["s0", "s1"]

@@ -99,14 +99,37 @@ def step_launcher(requested: str, mpi) -> tuple[str, str | None]:
     return "mpirun", None
 
 
-def srun_argv(intent: Intent, pmi: str, nodes: list[str], program: list[str], mca: dict[str, str]) -> list[str]:
+# Slurm's PMIx plugin runs a fence that carries no data (MPI_Init's barriers) as a tree over the step's nodes
+# ("mixed", its default: the ring only for fences with data). With fewer nodes than TreeWidth (50 by default),
+# reverse_tree_info makes every node a root without children (Slurm 20.11 on; still so in its main branch,
+# 26.11, August 2026): each node leaves the barrier on its own, and a rank that left MPI_Init sends to a peer
+# still before its MPI_COMM_WORLD is in the PML - Open MPI 5's ob1 then crashes in MPI_Init
+# (mca_pml_ob1_recv_frag_callback_match; on this project's Slurm tier about once in 300 jobs under load, and
+# slurmd's debug log shows each node's tree fence done without a message). The ring passes every node's
+# contribution round, data or none: a real barrier.
+PMIX_FENCE = "SLURM_PMIX_FENCE"
+
+
+def srun_argv(intent: Intent, pmi: str, nodes: list[str], program: list[str], mca: dict[str, str],
+              environ=os.environ) -> list[str]:
     """srun starting ``intent.ranks`` ranks round-robin over ``nodes`` of this allocation with ``pmi``.
 
     ``mca`` is the intent's Open MPI settings as the MPI's ranks name them (``Launcher.rank_mca``; empty for
     other MPIs): they go as OMPI_MCA_* through ``env`` (srun's --export splits values at commas:
-    btl=self,sm,tcp)."""
+    btl=self,sm,tcp). With PMIx, srun runs with SLURM_PMIX_FENCE=ring unless ``environ`` (the user's) names a
+    fence: the step's barriers then hold across nodes (PMIX_FENCE says why)."""
     bind = "cores" if intent.bind == "core" else "none"
     settings = [f"OMPI_MCA_{key}={value}" for key, value in mca.items()]
-    return ["srun", f"--mpi={pmi}", f"--ntasks={intent.ranks}", f"--nodes={len(nodes)}",
+    fence = [] if PMIX_FENCE in environ or pmix_fence(pmi, environ) is None else ["env", f"{PMIX_FENCE}=ring"]
+    return [*fence, "srun", f"--mpi={pmi}", f"--ntasks={intent.ranks}", f"--nodes={len(nodes)}",
             f"--nodelist={','.join(nodes)}", "--distribution=cyclic", f"--cpu-bind={bind}", "--kill-on-bad-exit=1",
             *(["env", *settings] if settings else []), *program]
+
+
+def pmix_fence(pmi: str | None, environ=os.environ) -> str | None:
+    """The fence algorithm a step started with ``pmi`` uses: the user's SLURM_PMIX_FENCE, else ring for PMIx
+    (PMIX_FENCE says why); None for other PMIs."""
+    if not (pmi or "").startswith("pmix"):
+        return None
+    return environ.get(PMIX_FENCE) or "ring"
+
