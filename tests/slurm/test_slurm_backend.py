@@ -440,7 +440,7 @@ cd {shlex.quote(str(tmp_path))}
 echo "$SLURM_JOB_ID" > job
 {py} -m vnetbench run allreduce --ranks 3 --topology {ref} --store r.jsonl --json {smoke} > auto.json
 {py} -m vnetbench run allreduce --ranks 3 --topology {ref}@mpirun --store r.jsonl --json {smoke} > mpirun.json
-{py} -m vnetbench exec --topology {ref} --ranks 3 --show -- hostname > exec.out
+{py} -m vnetbench exec --topology {ref} --ranks 3 --show -- sh -c 'echo "$(hostname) $SLURM_PMIX_FENCE"' > exec.out
 {py} -m vnetbench run allreduce --ranks 2 --topology {ref}/2nodes-2switches --store r.jsonl {smoke} 2> refused.err \
     || echo $? > refused.rc
 """)
@@ -468,8 +468,10 @@ echo "$SLURM_JOB_ID" > job
         assert started[0].endswith("mpirun") if name == "mpirun" else started[:3] == ["env", "SLURM_PMIX_FENCE=ring",
                                                                                        "srun"]
         assert "slurm" not in record or record["slurm"].get("job_id") in (None, job)
-    assert sorted(set((tmp_path / "exec.out").read_text().split())) == sorted(nodes)
-    assert len((tmp_path / "exec.out").read_text().split()) == 3
+    ranks = [(line.split() + ["unset"])[:2] for line in (tmp_path / "exec.out").read_text().splitlines()]
+    assert len(ranks) == 3 and sorted({host for host, _ in ranks}) == sorted(nodes), ranks
+    # the step's environment, which slurmstepd's PMIx plugin reads its fence from, has the ring (allocation.PMIX_FENCE)
+    assert {fence for _, fence in ranks} == {"ring"}, ranks
     assert "srun --mpi=pmix" in done.stderr  # --show: exec started its ranks with srun too
     assert len(store.read_text().splitlines()) == 2
     # a record named ...-2nodes-2switches cannot come from this one-switch allocation
