@@ -125,7 +125,7 @@ class SlurmCluster(Lifecycle):
         env["SLURM_CONF"] = str(self.conf)
         # no mpi_yield_when_idle, although the nodes share this machine's cores and busy-polling ranks starve each
         # other (3 ranks of a small allreduce: 4.3 s, 0.3 s yielding): yielding, Open MPI 5.0.11's ranks under
-        # srun segfaulted in MPI_Init in 2 of 25 and 1 of 30 runs on a loaded machine, and about once in 300 jobs
+        # srun segfaulted in MPI_Init in 2 of 25 and 1 of 30 runs on a loaded machine, and now and then
         # without it. The cause was Slurm's, since worked around by vnetbench (topologies/slurm/allocation.py,
         # PMIX_FENCE): its tree fence was no barrier on 2 nodes, so a rank out of MPI_Init sent to one whose
         # MPI_COMM_WORLD was not yet in the PML. Whether yielding is safe now is not measured yet.

@@ -465,8 +465,10 @@ echo "$SLURM_JOB_ID" > job
         assert set(placed) == set(nodes) and placed[0] != placed[1], placed
         assert record["launch"]["notes"]["launcher"] == launcher
         started = record["launch"]["command"].split()
-        assert started[0].endswith("mpirun") if name == "mpirun" else started[:3] == ["env", "SLURM_PMIX_FENCE=ring",
-                                                                                       "srun"]
+        if name == "mpirun":
+            assert started[0].endswith("mpirun"), started
+        else:
+            assert started[:3] == ["env", "SLURM_PMIX_FENCE=ring", "srun"], started
         assert "slurm" not in record or record["slurm"].get("job_id") in (None, job)
     ranks = [(line.split() + ["unset"])[:2] for line in (tmp_path / "exec.out").read_text().splitlines()]
     assert len(ranks) == 3 and sorted({host for host, _ in ranks}) == sorted(nodes), ranks

@@ -59,6 +59,9 @@ def test_the_launcher_is_named_after_at_or_in_yaml_and_srun_renders_the_intent()
     assert mine[0] == "srun" and "SLURM_PMIX_FENCE=ring" not in mine
     assert allocation.pmix_fence("pmix_v4", {"SLURM_PMIX_FENCE": "tree"}) == "tree"
     assert allocation.pmix_fence("pmix", {}) == "ring" and allocation.pmix_fence("pmi2", {}) is None
+    # an empty SLURM_PMIX_FENCE names none: the ring is set, as the record says
+    empty = allocation.srun_argv(intent, "pmix", ["a"], ["prog"], {}, environ={"SLURM_PMIX_FENCE": ""})
+    assert empty[:3] == ["env", "SLURM_PMIX_FENCE=ring", "srun"]
     assert allocation.step_launcher("mpirun", object()) == ("mpirun", None)
 
 

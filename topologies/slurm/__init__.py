@@ -132,8 +132,8 @@ class SlurmBackend(Backend):
         def starter(mpi, program):
             _, pmi = allocation.step_launcher(self.topology.launcher, mpi)
             notes["launcher"] = f"srun --mpi={pmi}" if pmi else "mpirun"
-            if allocation.pmix_fence(pmi):  # the step's PMIx fences (allocation.PMIX_FENCE says why ring)
-                notes["pmix_fence"] = allocation.pmix_fence(pmi)
+            if fence := allocation.pmix_fence(pmi):  # the step's PMIx fences (allocation.PMIX_FENCE says why ring)
+                notes["pmix_fence"] = fence
             # None: the MPI's own launcher, finding the allocation through its Slurm support
             return allocation.srun_argv(intent, pmi, used, program, mpi.rank_mca(intent)) if pmi else None
 

@@ -104,8 +104,8 @@ def step_launcher(requested: str, mpi) -> tuple[str, str | None]:
 # reverse_tree_info makes every node a root without children (Slurm 20.11 on; still so in its main branch,
 # 26.11, August 2026): each node leaves the barrier on its own, and a rank that left MPI_Init sends to a peer
 # still before its MPI_COMM_WORLD is in the PML - Open MPI 5's ob1 then crashes in MPI_Init
-# (mca_pml_ob1_recv_frag_callback_match; on this project's Slurm tier about once in 300 jobs under load, and
-# slurmd's debug log shows each node's tree fence done without a message). The ring passes every node's
+# (mca_pml_ob1_recv_frag_callback_match; on this project's Slurm tier now and then under load, and slurmd's
+# debug log shows each node's tree fence done without a message). The ring passes every node's
 # contribution round, data or none: a real barrier.
 PMIX_FENCE = "SLURM_PMIX_FENCE"
 
@@ -120,15 +120,16 @@ def srun_argv(intent: Intent, pmi: str, nodes: list[str], program: list[str], mc
     fence: the step's barriers then hold across nodes (PMIX_FENCE says why)."""
     bind = "cores" if intent.bind == "core" else "none"
     settings = [f"OMPI_MCA_{key}={value}" for key, value in mca.items()]
-    fence = [] if PMIX_FENCE in environ or pmix_fence(pmi, environ) is None else ["env", f"{PMIX_FENCE}=ring"]
-    return [*fence, "srun", f"--mpi={pmi}", f"--ntasks={intent.ranks}", f"--nodes={len(nodes)}",
+    fence = pmix_fence(pmi, environ)
+    setting = ["env", f"{PMIX_FENCE}={fence}"] if fence and not environ.get(PMIX_FENCE) else []
+    return [*setting, "srun", f"--mpi={pmi}", f"--ntasks={intent.ranks}", f"--nodes={len(nodes)}",
             f"--nodelist={','.join(nodes)}", "--distribution=cyclic", f"--cpu-bind={bind}", "--kill-on-bad-exit=1",
             *(["env", *settings] if settings else []), *program]
 
 
 def pmix_fence(pmi: str | None, environ=os.environ) -> str | None:
-    """The fence algorithm a step started with ``pmi`` uses: the user's SLURM_PMIX_FENCE, else ring for PMIx
-    (PMIX_FENCE says why); None for other PMIs."""
+    """The fence algorithm a step started with ``pmi`` uses: the user's SLURM_PMIX_FENCE, else (unset or empty)
+    ring for PMIx (PMIX_FENCE says why); None for other PMIs."""
     if not (pmi or "").startswith("pmix"):
         return None
     return environ.get(PMIX_FENCE) or "ring"
