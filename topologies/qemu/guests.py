@@ -46,8 +46,8 @@ UNUSED_MODULES = ("kvm", "kvm_amd", "kvm_intel", "ccp", "ahci", "libahci", "liba
 
 # Under TCG the guest's CPU is emulated one instruction after another and never speculates: the kernel's
 # mitigations of speculative execution (retpolines, return-stack filling) guard nothing there, and cost about a
-# tenth of a guest's emulated time (a rank's imports of numpy, mpi4py and numba: 12.3 s with them, 10.9 s without,
-# 2026-11-28). Under KVM the guest runs on the host's CPU and its kernel keeps its defaults.
+# tenth of a guest's emulated time (importing numpy, mpi4py and numba in a guest: 12.3 s with them, 10.9 s
+# without, 2026-11-28). Under KVM the guest runs on the host's CPU and its kernel keeps its defaults.
 TCG_KERNEL_OPTIONS = ("mitigations=off",)
 
 
