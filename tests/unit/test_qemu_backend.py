@@ -101,16 +101,6 @@ def test_layout_gives_each_guest_a_tap_a_mac_and_an_address():
     assert plan.Layout.from_dict(json.loads(json.dumps(lay.to_dict()))) == lay
 
 
-def test_tcg_guests_boot_without_speculation_mitigations_and_kvm_guests_with_the_kernels_defaults():
-    lay = plan.layout(qemu(), TWO_CPUS, ipaddress.IPv4Network("10.213.9.0/24"))
-    for accel, added in (("tcg", ["mitigations=off"]), ("kvm", [])):
-        guest = {"kernel": {"image": "/boot/vmlinuz-test"}, "accel": accel, "vhost": False, "rootfs": "9p",
-                 "kernel_options": guests.kernel_options(accel)}
-        args = guests.options(lay, lay.vms[0], guest)
-        kopts = [args[i + 1] for i, arg in enumerate(args[:args.index("--qemu-opts")]) if arg == "--kopt"]
-        assert kopts[0].startswith("modprobe.blacklist=") and kopts[1:] == added, (accel, kopts)
-
-
 def test_a_state_of_guests_names_only_what_vnetbench_makes():
     topo = qemu()
     lay = plan.layout(topo, TWO_CPUS, ipaddress.IPv4Network("10.213.9.0/24")).to_dict()

@@ -44,18 +44,6 @@ UNUSED_MODULES = ("kvm", "kvm_amd", "kvm_intel", "ccp", "ahci", "libahci", "liba
                   "sha512_ssse3", "crc32_pclmul", "crc32c_intel", "crct10dif_pclmul")
 
 
-# Under TCG the guest's CPU is emulated one instruction after another and never speculates: the kernel's
-# mitigations of speculative execution (retpolines, return-stack filling) guard nothing there, and cost about a
-# tenth of a guest's emulated time (importing numpy, mpi4py and numba in a guest: 12.3 s with them, 10.9 s
-# without, 2026-11-28). Under KVM the guest runs on the host's CPU and its kernel keeps its defaults.
-TCG_KERNEL_OPTIONS = ("mitigations=off",)
-
-
-def kernel_options(accel: str) -> list[str]:
-    """What the guests' kernel command line adds to virtme-ng's under ``accel`` (the state's guest facts)."""
-    return list(TCG_KERNEL_OPTIONS) if accel == "tcg" else []
-
-
 def cached_root_export(tag: str) -> list[str]:
     """QEMU's options exporting the host's root again, read-only, as 9p ``tag``: for cached-root.sh to mount in
     the guest with a cache (virtme-ng's own export has none)."""
@@ -76,8 +64,6 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     args = ["--kimg", guest["kernel"]["image"], "--mods", "auto", "--name", vm.hostname,
             "--memory", f"{vm.memory >> 20}M", "--cpus", str(vm.vcpus), "--disable-microvm",
             "--kopt", f"modprobe.blacklist={','.join(UNUSED_MODULES)}"]
-    for option in guest.get("kernel_options", []):  # a state written before they were kept has none
-        args += ["--kopt", option]
     args += ["--disable-kvm"] if guest["accel"] == "tcg" else []
     args += ["--force-9p"] if guest["rootfs"] == "9p" else []
     for place in OVERLAYS:

@@ -35,7 +35,6 @@ def guest(topology) -> dict:
     accel = machine.accel(topology.guest.accel, chosen["image"])
     return {"engine": "qemu", "accel": accel, "asked": topology.guest.accel, "kernel": chosen,
             "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share(),
-            "kernel_options": guests.kernel_options(accel),
             "boot_timeout": topology.guest.boot_timeout or BOOT_TIMEOUT[accel]}
 
 

@@ -12,8 +12,7 @@ PINNING = "vCPU threads pinned to the VM's cpus (QMP query-cpus-fast, sched_seta
 def guest_summary(guest: dict) -> dict:
     """What the record's ``topology.guest`` and each of its ``vms`` say of how the guests run."""
     return {"engine": "qemu", "accel": guest["accel"], "qemu": guest["qemu"], "kernel": guest["kernel"]["version"],
-            "kernel_image": guest["kernel"]["image"], "kernel_options": guest.get("kernel_options", []),
-            "vhost": guest["vhost"], "rootfs": guest["rootfs"]}
+            "kernel_image": guest["kernel"]["image"], "vhost": guest["vhost"], "rootfs": guest["rootfs"]}
 
 
 def describe_state(st: dict) -> dict:
@@ -80,8 +79,6 @@ def preview(topology, host: HostFacts | None = None) -> dict:
 def show(topology, shown: dict) -> list:
     """``topology show``'s lines and tables for ``preview``'s plan: the host, what holds the guests to their VMs'
     sizes, how they boot, then the VMs and switches as every topology of this host's VMs shows them."""
-    from .guests import kernel_options
-
     planned, scaled = shown["plan"], shown.get("scaled")
     host, guest, kernel = planned["host"], planned["guest"], planned["guest"]["kernel"]
     nodes = ", ".join(f"node {n}: cpus {format_cpulist(c)}" for n, c in host["numa_nodes"].items())
@@ -93,9 +90,7 @@ def show(topology, shown: dict) -> list:
     lines = [f"backend qemu, id {planned['id']}, placement {topology.placement}, "
              f"subnet {planned['subnet'] or 'chosen when it comes up'}" + (" (up)" if planned["up"] else ""),
              f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}",
-             f"guests: QEMU {guest['qemu']}, accel {accel}, {booted}"
-             + "".join(f"; the guests' kernel adds {option} (TCG: nothing speculates)"
-                       for option in kernel_options(guest["accel"])),
+             f"guests: QEMU {guest['qemu']}, accel {accel}, {booted}",
              f"root shared read-only over {guest['rootfs']}, vhost-net {'on' if guest['vhost'] else 'off'}; "
              f"vCPUs held by {enforced['vcpus']}; memory: {enforced['memory']}"]
     if scaled:
