@@ -123,12 +123,14 @@ class SlurmCluster(Lifecycle):
         """An environment whose Slurm commands talk to this cluster."""
         env = dict(os.environ if base is None else base)
         env["SLURM_CONF"] = str(self.conf)
-        # no mpi_yield_when_idle, although the nodes share this machine's cores and busy-polling ranks starve each
-        # other (3 ranks of a small allreduce: 4.3 s, 0.3 s yielding): yielding, Open MPI 5.0.11's ranks under
-        # srun segfaulted in MPI_Init in 2 of 25 and 1 of 30 runs on a loaded machine, and now and then
-        # without it. The cause was Slurm's, since worked around by vnetbench (topologies/slurm/allocation.py,
-        # PMIX_FENCE): its tree fence was no barrier on 2 nodes, so a rank out of MPI_Init sent to one whose
-        # MPI_COMM_WORLD was not yet in the PML. Whether yielding is safe now is not measured yet.
+        # the nodes share this machine's cores, so Slurm's CPUs outnumber them and busy-polling ranks starve each
+        # other: Open MPI's ranks yield when idle, as vnetbench's own launcher has them do on an oversubscribed host.
+        # Withdrawn once (166dad9): yielding, Open MPI 5.0.11's ranks under srun segfaulted in MPI_Init in 2 of 25
+        # and 1 of 30 runs on a loaded machine. The cause was Slurm's tree fence, no barrier on 2 nodes (a rank out
+        # of MPI_Init sent to one whose MPI_COMM_WORLD was not yet in the PML), since worked around by vnetbench
+        # (topologies/slurm/allocation.py, PMIX_FENCE). With it, benchmarks/slurm_yield.py --runs 50 (3 ranks of a
+        # small allreduce under srun beside two busy loops): 50 of 50 ok yielding, 1.13 s a run against 1.53 s
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
         for key in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
             del env[key]  # an outer allocation must not leak into this cluster's commands
         return env
