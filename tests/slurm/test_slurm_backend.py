@@ -431,8 +431,9 @@ def test_run_and_exec_inside_an_allocation_use_it_without_submitting(cluster, tm
     py = shlex.quote(sys.executable)
     ref = f"slurm:{cluster.partition}"
     # three ranks on two nodes: round-robin, the node with two CPUs in the allocation taking the third. One size,
-    # a few rounds: three ranks busy-poll on this machine's two cores (tests/harness/slurm_cluster.py), and each
-    # round waits for the one the host has off its core (8 sizes of 100 warm-up and 20 timed rounds took 4 s)
+    # a few rounds: three ranks share this machine's two cores (yielding when idle: tests/harness/slurm_cluster.py),
+    # and each round waits for the one the host has off its core (8 sizes of 100 warm-up and 20 timed rounds busy-
+    # polling took 4 s)
     smoke = "--max-size 8 --iterations 5 --warmup 1"
     # what a user types in the shell salloc gives (salloc runs it on this host with the allocation's SLURM_*)
     (tmp_path / "inside.sh").write_text(f"""set -e
