@@ -12,13 +12,15 @@ statuses and first error line of the others, and the seconds a run took (median,
     python benchmarks/slurm_yield.py [--runs 50] [--load 2]     # as root, with slurm-wlm and munge installed
 
 Exit codes: 0 every run ok, 1 a run was not ok, 2 the check could not run (not root, no Slurm, bad options).
-Leaves nothing behind: the cluster, its allocation, the busy loops and the run folder go whatever happens.
+Leaves nothing behind: interrupted (Ctrl-C) or terminated, the runs in the allocation stop after the one under way,
+then the cluster, its allocation, the busy loops and the run folder go.
 """
 
 import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WAYS = {"yielding": {"OMPI_MCA_mpi_yield_when_idle": "1"}, "busy-polling": {}}
 SMOKE = ["--max-size", "8", "--iterations", "5", "--warmup", "1"]
+STOP = "stop"  # made in the run folder when the check is interrupted: the runs in the allocation stop
 
 
 def inside(folder: Path, runs: int, partition: str) -> None:
@@ -37,6 +40,8 @@ def inside(folder: Path, runs: int, partition: str) -> None:
     with open(folder / "runs.jsonl", "w") as out:
         for number in range(runs):
             for way, setting in WAYS.items():
+                if (folder / STOP).exists():  # the check was interrupted: the run under way has ended whole
+                    return
                 store = folder / f"run-{number}-{way}.jsonl"
                 started = time.monotonic()
                 done = subprocess.run([sys.executable, "-m", "vnetbench", "run", "allreduce", "--ranks", "3",
@@ -50,6 +55,25 @@ def inside(folder: Path, runs: int, partition: str) -> None:
                 out.write(json.dumps({"way": way, "exit": done.returncode, "status": status, "seconds": took,
                                       "error": error[:200]}) + "\n")
                 out.flush()
+
+
+def allocated(argv: list[str], env: dict, folder: Path, timeout: float) -> subprocess.CompletedProcess:
+    """salloc running the runs, to its end; interrupted (or past ``timeout``), the runs are told to stop and salloc
+    is given a minute to end with them before it is killed."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        (folder / STOP).touch()
+        try:
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def spin() -> subprocess.Popen:
@@ -82,8 +106,14 @@ def main(argv=None) -> int:
     parser.add_argument("--partition", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
+        # a Ctrl-C reaches the whole foreground group: the run under way ends by its own handler and this loop
+        # stops at the STOP file the outer process makes, never killing a run halfway through its clean-up
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         inside(Path(args.inside), args.runs, args.partition)
         return 0
+    # interrupted or terminated, even where started in the background (SIGINT ignored), the cluster still goes
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if not 1 <= args.runs <= 1000:
         parser.error(f"--runs: {args.runs}; allowed: 1 to 1000")
     if not 0 <= args.load <= 64:
@@ -101,12 +131,10 @@ def main(argv=None) -> int:
         with SlurmCluster(switches=2, per_switch=2) as cluster:
             loads = [spin() for _ in range(args.load)]
             env = {k: v for k, v in cluster.env().items() if k != "OMPI_MCA_mpi_yield_when_idle"}
-            done = subprocess.run(["salloc", "--nodes=2", "--ntasks=3", "--switches=1",
-                                   f"--partition={cluster.partition}", sys.executable, __file__,
-                                   "--inside", str(folder), "--runs", str(args.runs),
-                                   "--partition", cluster.partition],
-                                  env=env, capture_output=True, text=True, timeout=600 + 60 * args.runs,
-                                  stdin=subprocess.DEVNULL)
+            done = allocated(["salloc", "--nodes=2", "--ntasks=3", "--switches=1",
+                              f"--partition={cluster.partition}", sys.executable, __file__,
+                              "--inside", str(folder), "--runs", str(args.runs), "--partition", cluster.partition],
+                             env, folder, timeout=600 + 60 * args.runs)
             version = cluster.version
         runs = folder / "runs.jsonl"
         rows = [json.loads(line) for line in runs.read_text().splitlines()] if runs.exists() else []
@@ -129,4 +157,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("slurm_yield: interrupted; the cluster and the runs' folder are gone", file=sys.stderr)
+        sys.exit(130)
