@@ -7,7 +7,7 @@ a loaded machine: Slurm's tree fence was no barrier on two nodes, and vnetbench 
 slurmctld, four slurmd in network namespaces), starts ``--load`` busy loops, and inside one allocation of two nodes
 runs ``vnetbench run allreduce --ranks 3`` (srun, one size, a few rounds) ``--runs`` times each with
 ``OMPI_MCA_mpi_yield_when_idle=1`` and without, alternated; it prints each way's runs, how many ended ok, the
-statuses and first error line of the others, and the seconds a run took (median, range).
+statuses of the others and why (the record's detail), and the seconds a run took (median, range).
 
     python benchmarks/slurm_yield.py [--runs 50] [--load 2]     # as root, with slurm-wlm and munge installed
 
@@ -35,7 +35,7 @@ STOP = "stop"  # made in the run folder when the check is interrupted: the runs 
 
 
 def inside(folder: Path, runs: int, partition: str) -> None:
-    """In the allocation: the runs, alternated, each one's (way, exit, status, seconds, first error) a JSON line."""
+    """In the allocation: the runs, alternated, each one's (way, exit, status, seconds, why) a JSON line."""
     base = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_mpi_yield_when_idle"}
     with open(folder / "runs.jsonl", "w") as out:
         for number in range(runs):
@@ -50,8 +50,11 @@ def inside(folder: Path, runs: int, partition: str) -> None:
                                       stdin=subprocess.DEVNULL)
                 took = time.monotonic() - started
                 lines = store.read_text().splitlines() if store.exists() else []
-                status = json.loads(lines[-1])["status"] if lines else "no record"
-                error = next((line for line in done.stderr.splitlines() if line.strip()), "")
+                record = json.loads(lines[-1]) if lines else {}
+                status = record.get("status", "no record")
+                # why it was not ok: the record's own account (a rank's signal, a timeout), else stderr's last line
+                said = [line for line in done.stderr.splitlines() if line.strip()]
+                error = (record.get("validation") or {}).get("detail") or (said[-1] if said else "")
                 out.write(json.dumps({"way": way, "exit": done.returncode, "status": status, "seconds": took,
                                       "error": error[:200]}) + "\n")
                 out.flush()
