@@ -36,6 +36,7 @@ STOP = "stop"  # made in the run folder when the check is interrupted: the runs 
 
 def inside(folder: Path, runs: int, partition: str) -> None:
     """In the allocation: the runs, alternated, each one's (way, exit, status, seconds, why) a JSON line."""
+    # each way sets the one thing it is about: the cluster's own setting (tests/harness/slurm_cluster.py) is dropped
     base = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_mpi_yield_when_idle"}
     with open(folder / "runs.jsonl", "w") as out:
         for number in range(runs):
@@ -133,11 +134,10 @@ def main(argv=None) -> int:
     try:
         with SlurmCluster(switches=2, per_switch=2) as cluster:
             loads = [spin() for _ in range(args.load)]
-            env = {k: v for k, v in cluster.env().items() if k != "OMPI_MCA_mpi_yield_when_idle"}
             done = allocated(["salloc", "--nodes=2", "--ntasks=3", "--switches=1",
                               f"--partition={cluster.partition}", sys.executable, __file__,
                               "--inside", str(folder), "--runs", str(args.runs), "--partition", cluster.partition],
-                             env, folder, timeout=600 + 60 * args.runs)
+                             cluster.env(), folder, timeout=600 + 60 * args.runs)
             version = cluster.version
         runs = folder / "runs.jsonl"
         rows = [json.loads(line) for line in runs.read_text().splitlines()] if runs.exists() else []
