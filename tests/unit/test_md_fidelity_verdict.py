@@ -60,3 +60,23 @@ def test_repetitions_that_swing_more_than_the_goal_decide_nothing():
     low, high = r["gap_interval_pp"]
     assert low < -GOAL_PP or high > GOAL_PP
     assert not r["decided"] and verdict(r) == "undecided (noise)"
+
+
+def test_the_same_seconds_on_a_shorter_loop_are_a_gap_of_speed_alone():
+    # both codes pay the topology half a second; md's native loop is half LAMMPS's, so its overhead is twice as
+    # large: the whole 5-point gap comes from the codes' speeds, none from what md sends (md's seconds swing
+    # round the same median, 0.7, 0.5 and 0.3)
+    md = [(5.2, 5.9), (5.0, 5.5), (4.8, 5.1)]
+    lammps = [(10.0, 10.5), (10.4, 10.9), (9.6, 10.1)]
+    r = row(md, lammps)
+    assert abs(r["md_added_s"] - 0.5) < 1e-9 and abs(r["lammps_added_s"] - 0.5) < 1e-9
+    assert abs(r["gap_pp"] - 5) < 1e-9
+    assert abs(r["speed_gap_pp"] - 5) < 1e-9
+
+
+def test_seconds_md_pays_beyond_lammps_s_are_not_put_down_to_speed():
+    md = [(6.0, 6.6), (6.0, 6.6), (6.0, 6.6)]  # +0.6 s, +10%
+    lammps = [(6.0, 6.3), (6.0, 6.3), (6.0, 6.3)]  # +0.3 s, +5%: the same native speed
+    r = row(md, lammps)
+    assert abs(r["md_added_s"] - 0.6) < 1e-9 and abs(r["lammps_added_s"] - 0.3) < 1e-9
+    assert abs(r["speed_gap_pp"]) < 1e-9 and abs(r["gap_pp"] - 5) < 1e-9
