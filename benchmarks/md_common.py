@@ -45,6 +45,9 @@ run $n
 """
 
 LOOP = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
+# a row of LAMMPS's "MPI task timing breakdown": section | min | avg | max | %varavg | %total ("Other" has no
+# min or max and is left out)
+SECTION = re.compile(r"^(\w+)\s*\|\s*([0-9.eE+-]+)\s*\|\s*([0-9.eE+-]+)\s*\|\s*([0-9.eE+-]+)\s*\|", re.M)
 
 
 # scratch space beside the scripts (ignored by git), not /tmp: the emulation and fault tests of a
@@ -114,7 +117,8 @@ def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, sto
 def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int, infile: Path,
                timeout: float, mpi: str, density: float = DEFAULT_DENSITY,
                temperature: float = DEFAULT_TEMPERATURE) -> dict:
-    """One LAMMPS run through `vnetbench exec`: loop seconds, atoms, steps."""
+    """One LAMMPS run through `vnetbench exec`: loop seconds, atoms, steps, and the seconds of each section of its
+    timing breakdown on the slowest rank."""
     argv = [vnetbench(), "exec", "--topology", topology, "--ranks", str(ranks), "--timeout", str(int(timeout)),
             "--mpi", mpi, "--", lammps(), "-in", str(infile), "-var", "c", str(cells), "-var", "rc", str(cutoff),
             "-var", "rho", str(density), "-var", "t", str(temperature), "-var", "n", str(steps), "-log", "none"]
@@ -127,7 +131,13 @@ def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int,
     if procs != ranks or nsteps != steps or atoms != 4 * cells ** 3:
         raise BenchError(f"LAMMPS ran {procs} procs, {nsteps} steps, {atoms} atoms; asked {ranks}, {steps}, "
                          f"{4 * cells ** 3}")
-    return {"loop_s": loop, "atoms": atoms, "steps": nsteps}
+    return {"loop_s": loop, "atoms": atoms, "steps": nsteps, "sections_max_s": breakdown(done.stdout[found.end():])}
+
+
+def breakdown(text: str) -> dict:
+    """LAMMPS's "MPI task timing breakdown" in ``text`` (its output after the loop time): each section's seconds on
+    its slowest rank, by lower-case name (comm: forward and reverse exchanges, migration and borders)."""
+    return {name.lower(): float(most) for name, _, _, most in SECTION.findall(text)}
 
 
 def retried(run, log, attempts: int = 5, pause: float = 30.0):

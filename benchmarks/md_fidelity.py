@@ -21,9 +21,10 @@ drifting speed cancels. The median over repetitions decides; the best-of overhea
 md's overhead within 2 percentage points of LAMMPS's on every topology and physics, and decided: a 90%
 bootstrap interval of the gap over the repetitions that does not reach across the goal's edge. Where the
 runs swing more than that (a shared VM), the row says undecided rather than passing or failing on noise.
-A second table splits each gap: the seconds a topology added to each code's loop, and the gap md would show had
-it paid LAMMPS's seconds (a code whose native loop is shorter shows the same cost as a larger share); the rest
-is what md pays differently.
+A second table splits each gap: the seconds a topology added to each code's loop and to its communication (LAMMPS's
+Comm section, md's ghost exchange and migration, each on the slowest rank), and the gap md would show had it paid
+LAMMPS's seconds (a code whose native loop is shorter shows the same cost as a larger share); the rest is what md
+pays differently.
 
 Uses copies of the presets named mdfid-PRESET, so that other runs of the presets do not clash. A
 repetition of one physics is a block: with --lock FILE each block holds an exclusive flock on FILE and
@@ -194,7 +195,9 @@ def one_run(side: str, spec: str, p: dict, args, infile: Path, store: Path, mpi:
         # where md's time went: the slowest rank's seconds per phase
         sample["phases_s"] = {name: metrics[name] for name, _ in md.PHASES if name in metrics}
     else:
-        sample["loop_s"] = retried(lambda: run_lammps(*common, infile, 1800, mpi, **physical), log)["loop_s"]
+        out = retried(lambda: run_lammps(*common, infile, 1800, mpi, **physical), log)
+        sample["loop_s"] = out["loop_s"]
+        sample["sections_s"] = out["sections_max_s"]  # LAMMPS's timing breakdown, the slowest rank's
     return sample
 
 
@@ -244,6 +247,26 @@ def added(samples, physics, name, side) -> list[float]:
             for base, here in zip(samples[physics]["native"][side], samples[physics][name][side])]
 
 
+def comm_s(sample, side) -> float | None:
+    """A run's seconds in communication on its slowest rank, the same work for both codes: LAMMPS's Comm section
+    (forward and reverse exchanges, migration, borders); md's ghost exchange plus its migration and ghost lists.
+    None where the run did not say (runs of an earlier version of this script)."""
+    if side == "lammps":
+        return sample.get("sections_s", {}).get("comm")
+    phases = sample.get("phases_s", {})
+    return phases["comm_s"] + phases["migrate_s"] if {"comm_s", "migrate_s"} <= set(phases) else None
+
+
+def comm_added(samples, physics, name, side) -> float | None:
+    """The median over repetitions of the seconds ``name`` added to one code's communication; None unless every
+    repetition's two runs say."""
+    pairs = [(comm_s(base, side), comm_s(here, side))
+             for base, here in zip(samples[physics]["native"][side], samples[physics][name][side])]
+    if not pairs or any(a is None or b is None for a, b in pairs):
+        return None
+    return statistics.median(b - a for a, b in pairs)
+
+
 def gap_interval(md_pct: list[float], lammps_pct: list[float], draws: int = 4000) -> tuple[float, float]:
     """The 90% bootstrap interval of (median of md's per-repetition overheads) - (LAMMPS's): repetitions drawn again
     with replacement, each code's on their own (their runs are separate). Seeded: one set of samples, one interval."""
@@ -270,6 +293,7 @@ def overheads(samples, physics_names, names) -> list[dict]:
                 row[f"best_{side}_native_s"], row[f"best_{side}_s"] = best("native", side), best(name, side)
                 row[f"best_{side}_overhead_pct"] = 100 * (row[f"best_{side}_s"] / row[f"best_{side}_native_s"] - 1)
                 row[f"{side}_added_s"] = statistics.median(added(samples, physics, name, side))
+                row[f"{side}_comm_added_s"] = comm_added(samples, physics, name, side)
             for tag in ("", "best_"):
                 row[f"{tag}gap_pp"] = row[f"{tag}md_overhead_pct"] - row[f"{tag}lammps_overhead_pct"]
             # the gap md would show if the topology added to its loop the seconds it added to LAMMPS's: what the
@@ -327,13 +351,20 @@ def table(result) -> None:
               f"{r['md_native_s']:.2f} | {r['md_overhead_pct']:+.1f}% ({r['best_md_overhead_pct']:+.1f}%) | "
               f"{r['gap_pp']:+.1f} pp ({r['best_gap_pp']:+.1f}) | {low:+.1f} to {high:+.1f} | {verdict(r)} | "
               f"{'-' if r['others_busy_max'] is None else format(r['others_busy_max'], '.2f')} |")
-    print("\nWhere a gap comes from: the seconds a topology added to each code's loop (median over the repetitions), "
-          "and the gap md would show had it paid LAMMPS's seconds - what the codes' native speeds alone make of one "
-          "cost; the rest is what md pays differently")
-    print("| physics | topology | LAMMPS added s | md added s | gap at LAMMPS's seconds | rest of the gap |")
-    print("|---|---|---|---|---|---|")
+    print("\nWhere a gap comes from: the seconds a topology added to each code's loop, and to its communication on "
+          "the slowest rank (LAMMPS's Comm section; md's ghost exchange and migration), medians over the repetitions; "
+          "the gap md would show had it paid LAMMPS's seconds - what the codes' native speeds alone make of one cost; "
+          "the rest is what md pays differently")
+    print("| physics | topology | LAMMPS added s | md added s | LAMMPS comm added s | md comm added s | "
+          "gap at LAMMPS's seconds | rest of the gap |")
+    print("|---|---|---|---|---|---|---|---|")
+
+    def seconds(value):
+        return "-" if value is None else f"{value:+.3f}"
+
     for r in result["rows"]:
         print(f"| {r['physics']} | {r['topology']} | {r['lammps_added_s']:+.3f} | {r['md_added_s']:+.3f} | "
+              f"{seconds(r.get('lammps_comm_added_s'))} | {seconds(r.get('md_comm_added_s'))} | "
               f"{r['speed_gap_pp']:+.1f} pp | {r['gap_pp'] - r['speed_gap_pp']:+.1f} pp |")
     undecided = sum(not r["decided"] for r in result["rows"])
     if undecided:
