@@ -232,19 +232,22 @@ def measure(args, log) -> dict:
             "rows": overheads(samples, list(args.problems), names), "samples": samples}
 
 
+def repetitions(samples, physics, name, side) -> list[tuple[dict, dict]]:
+    """One code's (native run, run on ``name``) of each repetition."""
+    return list(zip(samples[physics]["native"][side], samples[physics][name][side]))
+
+
 def paired(samples, physics, name, side) -> list[float]:
     """Per repetition, one code's overhead on ``name``, in per cent: its run there over its native run of the same
     repetition. The two ran seconds apart (a code's runs on every topology come in a row), so a drift in the
     machine's speed between repetitions (a sixth within minutes on a shared VM) cancels, where a ratio of medians
     would pair runs minutes apart."""
-    return [100 * (here["loop_s"] / base["loop_s"] - 1)
-            for base, here in zip(samples[physics]["native"][side], samples[physics][name][side])]
+    return [100 * (here["loop_s"] / base["loop_s"] - 1) for base, here in repetitions(samples, physics, name, side)]
 
 
 def added(samples, physics, name, side) -> list[float]:
     """Per repetition, the seconds ``name`` added to one code's step loop over its native run of the same repetition."""
-    return [here["loop_s"] - base["loop_s"]
-            for base, here in zip(samples[physics]["native"][side], samples[physics][name][side])]
+    return [here["loop_s"] - base["loop_s"] for base, here in repetitions(samples, physics, name, side)]
 
 
 def comm_s(sample, side) -> float | None:
@@ -260,8 +263,7 @@ def comm_s(sample, side) -> float | None:
 def comm_added(samples, physics, name, side) -> float | None:
     """The median over repetitions of the seconds ``name`` added to one code's communication; None unless every
     repetition's two runs say."""
-    pairs = [(comm_s(base, side), comm_s(here, side))
-             for base, here in zip(samples[physics]["native"][side], samples[physics][name][side])]
+    pairs = [(comm_s(base, side), comm_s(here, side)) for base, here in repetitions(samples, physics, name, side)]
     if not pairs or any(a is None or b is None for a, b in pairs):
         return None
     return statistics.median(b - a for a, b in pairs)
