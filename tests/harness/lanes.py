@@ -142,6 +142,24 @@ def pytest(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *args]
 
 
+def scratch_root() -> Path:
+    """A new folder for a session's tmp_path folders (pytest's --basetemp). pytest's own, /tmp/pytest-of-USER, stays
+    after every run with the last three sessions' files (hundreds of folders); this one goes when its session
+    passes (``scratch_done``). Named as pytest's tree is, which the tests' host snapshots leave out (hoststate)."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="pytest-of-lanes-"))
+
+
+def scratch_done(folder: Path, code: int | None) -> None:
+    """Remove the scratch folder of a session that passed or never ended (None: interrupted); keep a failed one's,
+    for its failures' files, and say where."""
+    if not code:
+        shutil.rmtree(folder, ignore_errors=True)
+    elif folder.exists():
+        print(f"tests: the failed session's tmp_path folders are kept in {folder}", file=sys.stderr, flush=True)
+
+
 # cgroups belong to no namespace: the sandbox lane runs in a cgroup of its own in each v1 hierarchy vnetbench
 # nests VMs in, so that its VM folders (and its cleanup's search for orphans) are inside it and the first
 # lane's are out of its sight, as each lane's are of the other's. Not "vnb-*": no topology's name.
@@ -210,7 +228,10 @@ def main(args: list[str]) -> int:
     why = can_isolate()
     if why:
         print(f"tests: one session, one test after another ({why})", file=sys.stderr, flush=True)
-        return subprocess.call(pytest([]))
+        scratch = scratch_root()
+        code = subprocess.call(pytest([f"--basetemp={scratch}"]))
+        scratch_done(scratch, code)
+        return code
     log = ROOT / ".pytest-away.log"
     started = time.monotonic()
     print(f"tests: two lanes side by side - {', '.join(AWAY)} in a sandbox of their own (their output: {log}, "
@@ -229,13 +250,15 @@ def main(args: list[str]) -> int:
     meter = tiercost.Meter(list(TIMELINES))
     for path in TIMELINES.values():
         path.unlink(missing_ok=True)
+    scratch = scratch_root()  # the here lane's (the sandbox lane's /tmp is a tmpfs of its own)
+    here = None
     with open(log, "w") as out:
         away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups + meter.folders("sandbox"), hold), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared,
                                      tiercost.TIMELINE: str(TIMELINES["sandbox"])})
         try:
-            here = subprocess.call(joined(pytest(here_tiers()), meter.folders("here")),
+            here = subprocess.call(joined(pytest([f"--basetemp={scratch}", *here_tiers()]), meter.folders("here")),
                                    env={**os.environ, tiercost.TIMELINE: str(TIMELINES["here"])})
             away_code = away.wait()
         finally:
@@ -246,6 +269,7 @@ def main(args: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     away.kill()
             meter.stop()
+            scratch_done(scratch, here)
             remove_lane_cgroups(cgroups + list(meter.groups.values()))
             release_root_ssh(root_ssh)
             if hold is not None:
