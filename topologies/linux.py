@@ -12,6 +12,7 @@ import signal
 import socket
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 from vnetbench import procs
@@ -138,6 +139,23 @@ def link_problem(name: str, carrier: bool = True) -> str | None:
     if carrier and not flags & _IFF_RUNNING:  # operationally up: its carrier, or its peer, is there
         return "lost its carrier (its other end is down)"
     return None
+
+
+def wait_running(names: list[str], timeout: float = 10.0) -> None:
+    """Return once every interface of ``names`` is up and operationally up (``link_problem`` finds nothing). A veth's
+    carrier comes on when its peer is set up, but the kernel reports it through its link-watch work, which needs
+    the RTNL lock: while another topology is being made beside it, a job started at once saw a VM's veth of a
+    topology just made as down, and failed naming a link nothing had broken. LaunchError naming the first one that
+    is still not up after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        problems = [(name, problem) for name in names if (problem := link_problem(name))]
+        if not problems:
+            return
+        if time.monotonic() >= deadline:
+            name, problem = problems[0]
+            raise LaunchError(f"interface {name} {problem} {timeout:g} s after it was made")
+        time.sleep(0.02)
 
 
 def netns_names() -> set[str]:

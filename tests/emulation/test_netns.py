@@ -331,3 +331,21 @@ def test_the_agent_refuses_hosts_that_are_not_vms(host_unchanged):
     proc = subprocess.run([sys.executable, "-m", "vnetbench.topologies.netns.agent", "localhost", "id"],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 255 and "refused" in proc.stderr
+
+
+def test_bring_up_waits_for_a_link_s_carrier_and_names_one_that_never_comes(host_unchanged):
+    """A topology is up when its links carry: linux.wait_running returns once a veth whose peer is up reports its
+    carrier, and names one whose peer stays down (here, a pair of the test's own)."""
+    from vnetbench.errors import LaunchError
+    from vnetbench.topologies import linux
+
+    subprocess.run(["ip", "link", "add", "vnbtestw0", "type", "veth", "peer", "name", "vnbtestw1"], check=True)
+    try:
+        subprocess.run(["ip", "link", "set", "vnbtestw0", "up"], check=True)
+        with pytest.raises(LaunchError, match=r"interface vnbtestw0 lost its carrier .* 0\.3 s after it was made"):
+            linux.wait_running(["vnbtestw0"], timeout=0.3)
+        subprocess.run(["ip", "link", "set", "vnbtestw1", "up"], check=True)
+        linux.wait_running(["vnbtestw0", "vnbtestw1"], timeout=5)
+        assert linux.link_problem("vnbtestw0") is None and linux.link_problem("vnbtestw1") is None
+    finally:
+        subprocess.run(["ip", "link", "del", "vnbtestw0"], capture_output=True)

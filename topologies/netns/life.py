@@ -59,6 +59,8 @@ def create(st: dict) -> None:
     for vm in lay.vms:
         cgroups.create(st.get("cgroup_mode", "v1"), st["cgroups"], vm.name, format_cpulist(vm.cpus),
                        format_cpulist(vm.mems), vm.memory)
+    # up means carrying: each VM's veth and each uplink with its carrier (what a job's health check asks)
+    linux.wait_running([vm.veth for vm in lay.vms] + [end for sw in fab.switches for end in sw.uplink or ()])
 
 
 def teardown(st: dict) -> None:
