@@ -36,6 +36,8 @@ STOP = "stop"  # made in the run folder when the check is interrupted: the runs 
 
 def inside(folder: Path, runs: int, partition: str) -> None:
     """In the allocation: the runs, alternated, each one's (way, exit, status, seconds, why) a JSON line."""
+    from vnetbench.store import Store
+
     # each way sets the one thing it is about: the cluster's own setting (tests/harness/slurm_cluster.py) is dropped
     base = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_mpi_yield_when_idle"}
     with open(folder / "runs.jsonl", "w") as out:
@@ -50,8 +52,8 @@ def inside(folder: Path, runs: int, partition: str) -> None:
                                       env={**base, **setting}, capture_output=True, text=True, timeout=300,
                                       stdin=subprocess.DEVNULL)
                 took = time.monotonic() - started
-                lines = store.read_text().splitlines() if store.exists() else []
-                record = json.loads(lines[-1]) if lines else {}
+                records = Store(store).read() if store.exists() else []
+                record = records[-1] if records else {}
                 status = record.get("status", "no record")
                 # why it was not ok: the record's own account (a rank's signal, a timeout), else stderr's last line
                 said = [line for line in done.stderr.splitlines() if line.strip()]
