@@ -99,10 +99,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(folder)
 
 
-@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
+_costs = tiercost.Tests()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # around the test's fixtures' set-up, its call and its teardown
 def pytest_runtest_protocol(item, nextitem):
-    """Under tests/harness/lanes.py, the lane's timeline: when each tier began (harness/tiercost.py)."""
+    """Under tests/harness/lanes.py, the lane's timeline (when each tier began) and each test's CPU and wall time
+    (harness/tiercost.py)."""
     tiercost.begin(tier_of(item.path) or "elsewhere")  # a file from outside tests/
+    _costs.began()
+    try:
+        return (yield)
+    finally:
+        _costs.ended(item.nodeid)
 
 
 def pytest_sessionfinish(session, exitstatus):

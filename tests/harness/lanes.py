@@ -18,7 +18,8 @@ belong to no namespace: the second lane runs in cgroups of its own, in which its
 (or without unshare) the suite runs as one session, one test after another.
 
 When both have ended it prints where the time went: each tier's wall time and the CPU its lane used meanwhile
-(tests/harness/tiercost.py), the figure that says what a change to the suite saved on a CPU-bound machine.
+(tests/harness/tiercost.py), the figure that says what a change to the suite saved on a CPU-bound machine; then
+the dearest tests in that figure.
 
 Exit code: the worse of the two sessions' (pytest's codes: 0 passed, 1 failed, 2+ could not run).
 """
@@ -44,6 +45,8 @@ FIRST = ("tests/mpi", "tests/faults")
 WHEELHOUSE = ROOT / ".test-wheelhouse"
 # each lane's tiers as its pytest began them (tests/harness/tiercost.py), beside the checkout both lanes see
 TIMELINES = {"here": ROOT / ".pytest-tiers-here.log", "sandbox": ROOT / ".pytest-tiers-sandbox.log"}
+# and each test's CPU and wall seconds (tests/harness/tiercost.py), for the dearest tests' table at the end
+COSTS = {lane: ROOT / f".pytest-costs-{lane}.log" for lane in TIMELINES}
 # each shared place -> its mode (as on a host: sticky world-writable temp places; vnetbench's state root is root's)
 PRIVATE = {"/tmp": "1777", "/var/tmp": "1777", "/dev/shm": "1777", "/run/netns": "0755", "/run/vnetbench": "0700"}
 # inside the sandbox: loopback up, a private tmpfs on each shared place, then pytest (PID 1 reaps orphans
@@ -248,7 +251,7 @@ def main(args: list[str]) -> int:
     root_ssh = hold_root_ssh()
     # where the time goes (tests/harness/tiercost.py): each lane's CPU, and when each of its tiers began
     meter = tiercost.Meter(list(TIMELINES))
-    for path in TIMELINES.values():
+    for path in (*TIMELINES.values(), *COSTS.values()):
         path.unlink(missing_ok=True)
     scratch = scratch_root()  # the here lane's (the sandbox lane's /tmp is a tmpfs of its own)
     here = None
@@ -256,10 +259,12 @@ def main(args: list[str]) -> int:
         away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups + meter.folders("sandbox"), hold), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared,
-                                     tiercost.TIMELINE: str(TIMELINES["sandbox"])})
+                                     tiercost.TIMELINE: str(TIMELINES["sandbox"]),
+                                     tiercost.COSTS: str(COSTS["sandbox"])})
         try:
             here = subprocess.call(joined(pytest([f"--basetemp={scratch}", *here_tiers()]), meter.folders("here")),
-                                   env={**os.environ, tiercost.TIMELINE: str(TIMELINES["here"])})
+                                   env={**os.environ, tiercost.TIMELINE: str(TIMELINES["here"]),
+                                        tiercost.COSTS: str(COSTS["here"])})
             away_code = away.wait()
         finally:
             if away.poll() is None:  # interrupted: end the other lane with this one
@@ -283,6 +288,10 @@ def main(args: list[str]) -> int:
           f"sandbox)", flush=True)
     print(meter.table({lane: path.read_text().splitlines() if path.exists() else []
                        for lane, path in TIMELINES.items()}), flush=True)
+    dearest = tiercost.dearest({lane: path.read_text().splitlines() if path.exists() else []
+                                for lane, path in COSTS.items()})
+    if dearest:
+        print(dearest, flush=True)
     return max(here, away_code)
 
 

@@ -5,7 +5,10 @@ not count them all (the daemons, sshd hosts and guests a lane starts are reparen
 tests/harness/lanes.py runs each lane in a cpuacct cgroup of its own (``Meter``), whose usage counts every
 process the lane starts, samples both lanes' usage and the machine's busy and idle time (/proc/stat) once a
 second, and has each lane's pytest note when it begins a tier (``begin``, from tests/conftest.py). When both
-lanes have ended it prints each tier's wall time and its lane's CPU seconds meanwhile, and the machine's.
+lanes have ended it prints each tier's wall time and its lane's CPU seconds meanwhile, and the machine's; then the
+dearest tests: each test's CPU is its lane's group's usage from its set-up's start to its teardown's end, read by the
+lane's pytest itself (``Tests``), so that it counts the daemons and guests the test keeps busy meanwhile (a guest a
+module's fixture booted, running under a later test, counts in that test).
 Where cpuacct is no v1 hierarchy of its own (a cgroup v2 host; cpu and cpuacct mounted together, which would make
 each lane a group of the CPU scheduler as well) the table has the wall times and the machine's CPU.
 """
@@ -17,6 +20,8 @@ import time
 from pathlib import Path
 
 TIMELINE = "VNETBENCH_TEST_TIMELINE"  # the file a lane's pytest writes the beginnings of its tiers to
+COSTS = "VNETBENCH_TEST_COSTS"  # the file a lane's pytest writes each test's CPU and wall seconds to
+DEAREST = 12  # the tests the run's end names, dearest in CPU first
 GROUP = "vnbtest-lane-"  # + the lane's name, in cpuacct's hierarchy: not "vnb-*", no topology's
 PERIOD = 1.0  # seconds between samples
 Sample = tuple[float, dict[str, float], float, float]  # (time, {lane: its CPU seconds}, machine busy, machine idle)
@@ -41,6 +46,64 @@ def end() -> None:
     if path and path in _last:
         with open(path, "a") as out:
             out.write(f"{time.time():.3f} -\n")
+
+
+def own_usage_file() -> Path | None:
+    """The usage file of this process's group in cpuacct's v1 hierarchy (under lanes.py: its lane's group), None
+    where there is none (cgroup v2, cpuacct mounted with cpu)."""
+    folder = _cpuacct()  # this process's own group's folder
+    return None if folder is None else folder / "cpuacct.usage"
+
+
+def usage(path: Path | None) -> float | None:
+    """CPU seconds from a cpuacct.usage file; None without one, or where it cannot be read."""
+    try:
+        return int(path.read_text()) / 1e9 if path is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+class Tests:
+    """Each test's cost as its lane saw it, one line a test ("CPU WALL NODEID", CPU "-" where the lane has no
+    cpuacct group), appended to $VNETBENCH_TEST_COSTS; nothing without it (a session lanes.py did not start)."""
+
+    def __init__(self):
+        self.path = os.environ.get(COSTS)
+        self.usage_file = own_usage_file() if self.path else None
+        self._began: tuple[float | None, float] | None = None
+
+    def began(self) -> None:
+        if self.path:
+            self._began = (usage(self.usage_file), time.monotonic())
+
+    def ended(self, nodeid: str) -> None:
+        if not self.path or self._began is None:
+            return
+        (cpu0, wall0), cpu1 = self._began, usage(self.usage_file)
+        cpu = "-" if cpu0 is None or cpu1 is None else f"{cpu1 - cpu0:.2f}"
+        with open(self.path, "a") as out:
+            out.write(f"{cpu} {time.monotonic() - wall0:.2f} {nodeid}\n")
+        self._began = None
+
+
+def dearest(costs: dict[str, list[str]], count: int = DEAREST) -> str:
+    """The ``count`` tests of all lanes (lane -> its costs file's lines) that cost the most CPU, dearest first;
+    "" when no line has a CPU figure. A half-written line (a killed session's) is left out."""
+    found = []
+    for lane, lines in costs.items():
+        for line in lines:
+            fields = line.split(" ", 2)
+            try:
+                found.append((float(fields[0]), float(fields[1]), lane, fields[2]))
+            except (IndexError, ValueError):
+                continue
+    if not found:
+        return ""
+    found.sort(key=lambda test: -test[0])
+    rows = [f"tests: the {min(count, len(found))} dearest of {len(found)} tests - the CPU their lane used from each "
+            f"one's set-up to its teardown (its fixtures' guests and daemons too), and its wall time"]
+    rows += [f"  {lane:8} {cpu:6.1f} CPU-s {wall:6.1f} s  {nodeid}" for cpu, wall, lane, nodeid in found[:count]]
+    return "\n".join(rows)
 
 
 def windows(lines: list[str]) -> list[tuple[str, float, float]]:

@@ -53,3 +53,47 @@ def test_a_lane_without_cpuacct_gets_wall_times_alone():
     assert "no cpuacct" in text.splitlines()[0]
     assert text.splitlines()[1].split() == ["here", "apps", "3", "s"]
     assert "(50% busy" in text.splitlines()[-1]
+
+
+def test_each_test_s_cost_is_its_lane_s_usage_between_its_start_and_end(tmp_path, monkeypatch):
+    costs, usage = tmp_path / "costs.log", tmp_path / "cpuacct.usage"
+    monkeypatch.setenv(tiercost.COSTS, str(costs))
+    tests = tiercost.Tests()
+    tests.usage_file = usage  # a lane's group's file, as cpuacct keeps it: nanoseconds
+    usage.write_text("5000000000\n")
+    tests.began()
+    usage.write_text("7250000000\n")
+    tests.ended("tests/apps/test_x.py::test_one[a b]")
+    tests.usage_file = tmp_path / "gone"  # a group that cannot be read: the wall time alone
+    tests.began()
+    tests.ended("tests/unit/test_y.py::test_two")
+    first, second = [line.split(" ", 2) for line in costs.read_text().splitlines()]
+    assert first[0] == "2.25" and float(first[1]) < 60 and first[2] == "tests/apps/test_x.py::test_one[a b]"
+    assert second[0] == "-" and second[2] == "tests/unit/test_y.py::test_two"
+
+
+def test_without_the_costs_variable_no_test_is_written(tmp_path, monkeypatch):
+    monkeypatch.delenv(tiercost.COSTS, raising=False)
+    monkeypatch.chdir(tmp_path)
+    tests = tiercost.Tests()
+    tests.began()
+    tests.ended("tests/unit/test_y.py::test_two")
+    assert tests.usage_file is None and list(tmp_path.iterdir()) == []
+
+
+def test_the_dearest_tests_of_both_lanes_come_first():
+    text = tiercost.dearest({"here": ["1.50 2.00 tests/mpi/a.py::t1", "9.25 4.00 tests/mpi/a.py::t2[x y]", "3."],
+                             "sandbox": ["4.00 30.00 tests/guest/b.py::t3", "- 1.00 tests/guest/b.py::t4"]}, count=2)
+    lines = text.splitlines()
+    assert lines[0].startswith("tests: the 2 dearest of 3 tests")
+    assert [line.split() for line in lines[1:]] == [["here", "9.2", "CPU-s", "4.0", "s", "tests/mpi/a.py::t2[x", "y]"],
+                                                    ["sandbox", "4.0", "CPU-s", "30.0", "s", "tests/guest/b.py::t3"]]
+    assert tiercost.dearest({"here": ["- 1.00 tests/unit/c.py::t5"]}) == ""
+
+
+def test_a_lane_s_own_group_is_found_where_cpuacct_is_a_hierarchy_of_its_own():
+    path = tiercost.own_usage_file()
+    if tiercost._cpuacct() is None:
+        assert path is None
+    else:
+        assert path.name == "cpuacct.usage" and tiercost.usage(path) > 0
