@@ -99,9 +99,10 @@ def guest():
     from vnetbench.apps import worldsize
 
     worldsize.build(cache=shared / "cache")
-    from vnetbench.topologies.qemu.guests import UNUSED_MODULES, cached_root_export
+    from vnetbench.topologies.qemu.guests import TCG_KERNEL_OPTIONS, UNUSED_MODULES, cached_root_export
 
-    # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG); --force-9p: the
+    # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG), and its kernel
+    # options under TCG (no zeroing of every page allocated, for the emulated CPU to do); --force-9p: the
     # root virtme-ng ends up with here anyway, which it otherwise gives only after starting QEMU 7.2's C virtiofsd
     # and waiting about 3 s for that one's socket
     # one host thread runs both vCPUs (QEMU's round-robin TCG, not a thread a vCPU): the suite's other lane keeps
@@ -111,7 +112,7 @@ def guest():
     # 85 CPU-s so; the guest still has two CPUs, for its two VMs' cpusets
     argv = [_vng(), "--run", _kernel(), "--disable-kvm", "--force-9p", "--memory", "2G", "--cpus", "2",
             "--qemu-opts=-accel", "--qemu-opts=tcg,thread=single",
-            "--append", f"modprobe.blacklist={','.join(UNUSED_MODULES)}",
+            "--append", " ".join([f"modprobe.blacklist={','.join(UNUSED_MODULES)}", *TCG_KERNEL_OPTIONS]),
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
             "--exec", f"/bin/sh {HERE / 'cached-root.sh'} {CACHED_TAG} {sys.executable} {HERE / 'inside.py'} {shared}",
             # the root again, read-only, for cached-root.sh to mount with a cache, as the qemu backend exports it

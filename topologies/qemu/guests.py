@@ -42,6 +42,13 @@ UNUSED_MODULES = ("kvm", "kvm_amd", "kvm_intel", "ccp", "ahci", "libahci", "liba
                   "iTCO_wdt", "iTCO_vendor_support", "intel_pmc_bxt", "lpc_ich", "i2c_i801", "pcspkr", "psmouse",
                   "serio_raw", "evdev", "button", "aesni_intel", "ghash_clmulni_intel", "sha1_ssse3", "sha256_ssse3",
                   "sha512_ssse3", "crc32_pclmul", "crc32c_intel", "crct10dif_pclmul")
+# Under TCG only (an emulated CPU: the guests are there for behaviour, their timings N/A in every report), the guest's
+# kernel leaves its pages as the page allocator gives them: Debian's kernel zeroes every page it allocates
+# (init_on_alloc, a hardening default), page cache and slab included, each a clearing by the emulated CPU. Alternated
+# with and without it (two 1-vCPU guests on a 2-core VM), the guests were ready after 14.8 and 12.3 s against 17.8
+# and 16.5 s, each QEMU 3 CPU-s lighter by then. Under KVM the guests keep their kernel's defaults, as the VMs they
+# stand for do.
+TCG_KERNEL_OPTIONS = ("init_on_alloc=0",)
 
 
 def cached_root_export(tag: str) -> list[str]:
@@ -64,7 +71,8 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     args = ["--kimg", guest["kernel"]["image"], "--mods", "auto", "--name", vm.hostname,
             "--memory", f"{vm.memory >> 20}M", "--cpus", str(vm.vcpus), "--disable-microvm",
             "--kopt", f"modprobe.blacklist={','.join(UNUSED_MODULES)}"]
-    args += ["--disable-kvm"] if guest["accel"] == "tcg" else []
+    if guest["accel"] == "tcg":
+        args += ["--disable-kvm", *(word for option in TCG_KERNEL_OPTIONS for word in ("--kopt", option))]
     args += ["--force-9p"] if guest["rootfs"] == "9p" else []
     for place in OVERLAYS:
         args += ["--overlay-rwdir", place]
