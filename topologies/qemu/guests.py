@@ -46,8 +46,9 @@ UNUSED_MODULES = ("kvm", "kvm_amd", "kvm_intel", "ccp", "ahci", "libahci", "liba
 # kernel leaves its pages as the page allocator gives them: Debian's kernel zeroes every page it allocates
 # (init_on_alloc, a hardening default), page cache and slab included, each a clearing by the emulated CPU. Alternated
 # with and without it (two 1-vCPU guests on a 2-core VM), the guests were ready after 14.8 and 12.3 s against 17.8
-# and 16.5 s, each QEMU 3 CPU-s lighter by then. Under KVM the guests keep their kernel's defaults, as the VMs they
-# stand for do.
+# and 16.5 s, each QEMU 3 CPU-s lighter by then (the guest tier as a whole, 5 guests and their runs, showed nothing
+# beyond its noise of 15 CPU-s in two alternated pairs). Under KVM the guests keep their kernel's defaults, as the
+# VMs they stand for do.
 TCG_KERNEL_OPTIONS = ("init_on_alloc=0",)
 
 
