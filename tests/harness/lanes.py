@@ -286,13 +286,16 @@ def main(args: list[str]) -> int:
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"\ntests: both lanes ended in {time.monotonic() - started:.0f} s (exit {here} here, {away_code} in the "
           f"sandbox)", flush=True)
-    print(meter.table({lane: path.read_text().splitlines() if path.exists() else []
-                       for lane, path in TIMELINES.items()}), flush=True)
-    dearest = tiercost.dearest({lane: path.read_text().splitlines() if path.exists() else []
-                                for lane, path in COSTS.items()})
+    print(meter.table(lines_of(TIMELINES)), flush=True)
+    dearest = tiercost.dearest(lines_of(COSTS))
     if dearest:
         print(dearest, flush=True)
     return max(here, away_code)
+
+
+def lines_of(files: dict[str, Path]) -> dict[str, list[str]]:
+    """lane -> the lines its file holds ([] where the lane wrote none)."""
+    return {lane: path.read_text().splitlines() if path.exists() else [] for lane, path in files.items()}
 
 
 def _quietly(function, *args) -> None:

@@ -162,13 +162,8 @@ class Meter:
         return [self.groups[lane]] if lane in self.groups else []
 
     def _usage(self) -> dict[str, float]:
-        found = {}
-        for lane, folder in self.groups.items():
-            try:
-                found[lane] = int((folder / "cpuacct.usage").read_text()) / 1e9
-            except (OSError, ValueError):
-                continue
-        return found
+        found = {lane: usage(folder / "cpuacct.usage") for lane, folder in self.groups.items()}
+        return {lane: seconds for lane, seconds in found.items() if seconds is not None}
 
     def _sample(self) -> None:
         while True:
