@@ -99,10 +99,12 @@ def guest():
     from vnetbench.apps import worldsize
 
     worldsize.build(cache=shared / "cache")
-    from vnetbench.topologies.qemu.guests import TCG_KERNEL_OPTIONS, UNUSED_MODULES, cached_root_export
+    from vnetbench.topologies.qemu.guests import (TCG_KERNEL_OPTIONS, TCG_QEMU_OPTIONS, UNUSED_MODULES,
+                                                  cached_root_export)
 
     # the drivers the qemu backend's guests go without (they cost seconds of a boot under TCG), and its kernel
-    # options under TCG (no zeroing of every page allocated, for the emulated CPU to do); --force-9p: the
+    # options under TCG (no zeroing of every page allocated, for the emulated CPU to do) and its QEMU options under
+    # TCG (virtqueue kicks handled in the vCPU thread, without an ioeventfd waking the main loop); --force-9p: the
     # root virtme-ng ends up with here anyway, which it otherwise gives only after starting QEMU 7.2's C virtiofsd
     # and waiting about 3 s for that one's socket
     # one host thread runs both vCPUs (QEMU's round-robin TCG, not a thread a vCPU): the suite's other lane keeps
@@ -116,7 +118,7 @@ def guest():
             f"--rwdir={shared}", "--cwd", str(HERE.parent.parent),
             "--exec", f"/bin/sh {HERE / 'cached-root.sh'} {CACHED_TAG} {sys.executable} {HERE / 'inside.py'} {shared}",
             # the root again, read-only, for cached-root.sh to mount with a cache, as the qemu backend exports it
-            *(f"--qemu-opts={word}" for word in cached_root_export(CACHED_TAG))]
+            *(f"--qemu-opts={word}" for word in (*cached_root_export(CACHED_TAG), *TCG_QEMU_OPTIONS))]
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}  # vng runs virtme-run by name
     log = shared / "console.log"
     started = time.monotonic()
