@@ -44,18 +44,15 @@ UNUSED_MODULES = ("kvm", "kvm_amd", "kvm_intel", "ccp", "ahci", "libahci", "liba
                   "sha512_ssse3", "crc32_pclmul", "crc32c_intel", "crct10dif_pclmul")
 # Under TCG only (an emulated CPU: the guests are there for behaviour, their timings N/A in every report), the guest's
 # kernel leaves its pages as the page allocator gives them: Debian's kernel zeroes every page it allocates
-# (init_on_alloc, a hardening default), page cache and slab included, each a clearing by the emulated CPU. Alternated
-# with and without it (two 1-vCPU guests on a 2-core VM), the guests were ready after 14.8 and 12.3 s against 17.8
-# and 16.5 s, each QEMU 3 CPU-s lighter by then (the guest tier as a whole, 5 guests and their runs, showed nothing
-# beyond its noise of 15 CPU-s in two alternated pairs). Under KVM the guests keep their kernel's defaults, as the
-# VMs they stand for do.
+# (init_on_alloc, a hardening default), page cache and slab included, each a clearing by the emulated CPU. Under KVM
+# the guests keep their kernel's defaults, as the VMs they stand for do.
 TCG_KERNEL_OPTIONS = ("init_on_alloc=0",)
 # And under TCG only, QEMU handles a guest's virtqueue kicks in the vCPU thread that emulates the write, not through
 # an ioeventfd: with one, each kick (every 9p request of a Python import, every packet) is an eventfd signal that wakes
 # QEMU's main loop, which polls all of its file descriptors and takes the big lock back from the vCPU thread before it
-# reads the queue. Under KVM an ioeventfd spares a kick an exit to QEMU; under TCG the vCPU is in QEMU already. A
-# 1-vCPU guest that booted and imported numpy and numba twice used 26.7 and 27.7 CPU-s of QEMU without ioeventfds,
-# 34.6 and 36.7 with them (alternated; its kernel time 3.7-3.9 s against 9.9-10.6 s, the command ran 5 s sooner).
+# reads the queue. Under KVM an ioeventfd spares a kick an exit to QEMU; under TCG the vCPU is in QEMU already.
+# benchmarks/tcg_guest.py boots a guest with neither setting, the kernel options alone and both, alternated: on a
+# 2-core EPYC VM its QEMU used 44.3, 39.4 and 31.0 CPU-s (medians of 3) to boot and import numpy and numba twice.
 TCG_QEMU_OPTIONS = ("-global", "virtio-pci.ioeventfd=off")
 
 
