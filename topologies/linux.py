@@ -89,9 +89,16 @@ def lowest_free_index() -> int | None:
 def add_bridge(name: str) -> None:
     """Bridge ``name`` at the lowest free interface index: one that every MPI's launcher can match (above). A
     number taken meanwhile by an interface made elsewhere is chosen afresh."""
+    add_link(f"link add {name} type bridge")
+
+
+def add_link(line: str) -> None:
+    """``line`` (an ip batch line ``link add NAME ...``) run with the lowest free interface index (add_bridge)."""
+    words = line.split()
+    name = words[2]
     for _ in range(3):
         index = lowest_free_index()
-        argv = ["ip", "link", "add", name, *(["index", str(index)] if index else []), "type", "bridge"]
+        argv = ["ip", *words[:3], *(["index", str(index)] if index else []), *words[3:]]
         done = run(argv, check=False)
         if done.returncode == 0:
             return

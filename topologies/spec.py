@@ -113,9 +113,30 @@ class Uplink(Spec):
     delay: Delay | None = None
 
 
+def _kind(value):
+    from . import switches
+
+    if value not in switches.names():
+        raise ValueError(f"expected one of {', '.join(switches.names())}, got {units.shown(value)}")
+    return value
+
+
 class Switch(Spec):
+    """A virtual switch: its ``kind`` (switches/: bridge, ovs, macvlan) and, for Open vSwitch, its ``datapath``
+    (auto: the kernel's where the openvswitch module is loaded, else the userspace one, netdev)."""
+
     name: Name
+    kind: Annotated[str, PlainValidator(_kind)] = "bridge"
+    datapath: Literal["auto", "system", "netdev"] | None = None
     uplink: Uplink | None = None
+
+    @model_validator(mode="after")
+    def _datapath_is_ovs(self):
+        if self.datapath is not None and self.kind != "ovs":
+            raise ValueError(f"datapath: only for kind: ovs (this switch is kind: {self.kind})")
+        if self.kind == "ovs" and self.datapath is None:
+            object.__setattr__(self, "datapath", "auto")
+        return self
 
 
 class VM(Spec):
@@ -187,6 +208,9 @@ class Topology(Spec):
     def to_dict(self) -> dict:
         """The spec as used (sizes already scaled): loading it again gives the same topology."""
         data = self.model_dump(mode="json", exclude_none=True, exclude={"scale_from"})
+        for sw in data.get("switches", []):
+            if sw.get("kind") == "bridge":  # the default, left out: a spec from before kinds hashes as it did
+                del sw["kind"]
         for key in ("hosts", "switches", "vms"):
             if not data[key]:
                 del data[key]

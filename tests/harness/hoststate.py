@@ -16,7 +16,7 @@ from pathlib import Path
 
 # vnetbench's names (topologies/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
 # tier's sshd namespaces, "vnbt...") may come and go while tests run, and are left out of the comparison
-OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvut])")
+OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvuthg])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 SANDBOX_LANE = "VNETBENCH_TEST_SANDBOX_LANE"  # set by tests/harness/lanes.py in its second lane
 # processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, or

@@ -97,7 +97,7 @@ def test_the_fabric_s_ip_lines_put_the_vms_links_between_bridges_and_uplinks():
         f"link set dev vnb{i}u1b master vnb{i}p up",
         f"addr add 10.213.7.1/24 dev vnb{i}p"]
     assert fabric.remove_lines(fab, {f"vnb{i}u1a", f"vnb{i}s0", f"vnb{i}p", "eth0"}) == [
-        f"link del vnb{i}u1a", f"link del vnb{i}s0", f"link del vnb{i}p"]
+        f"link del vnb{i}s0", f"link del vnb{i}u1a", f"link del vnb{i}p"]
     assert fabric.missing(fab, {f"vnb{i}s0"}) == [f"vnb{i}s1", f"vnb{i}p"]
     assert fabric.shaping(fab) == [f"qdisc add dev vnb{i}u{n}{end} root handle 1: tbf rate 1000000000bit burst "
                                    f"250000 latency 20ms" for n in range(2) for end in "ab"]

@@ -71,7 +71,7 @@ class NetnsBackend(OnThisHost, Realised):
             inode = linux.netns_inode(vm.netns)
             if inode is None or made.get(vm.netns, inode) != inode:
                 return f"VM {vm.name} lost its network namespace {vm.netns}", [vm.name]
-            problem = linux.link_problem(vm.veth)
+            problem = linux.link_problem(vm.veth) if lay.switch(vm.switch).driver.host_side else None
             if problem:
                 return f"VM {vm.name} lost its network: its veth {vm.veth} {problem}", [vm.name]
         return self.fabric_health()

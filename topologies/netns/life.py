@@ -2,8 +2,8 @@
 
 The switch fabric (bridges, shaped uplinks, the head's address) is fabric.py's; the flow around
 bring-up and teardown (the state file and its lock, stale topologies, cleanup) is lifecycle.py's.
-Here is what makes a VM of this backend: a network namespace with ``eth0`` (a veth into its switch's
-bridge) and ``lo``, a UTS namespace with its hostname, and its cgroups.
+Here is what makes a VM of this backend: a network namespace with ``eth0`` (its switch's driver makes it: a
+veth into a bridge or Open vSwitch, a macvlan) and ``lo``, a UTS namespace with its hostname, and its cgroups.
 """
 
 import os
@@ -25,6 +25,7 @@ def preflight(topology) -> None:
     """Refuse, before creating anything, what this host cannot do."""
     _require()
     fabric.require_netem(topology)
+    fabric.require_switches(topology)
 
 
 def _require() -> None:
@@ -45,9 +46,8 @@ def create(st: dict) -> None:
     UTS namespaces and cgroups."""
     lay = plan.Layout.from_dict(st["layout"])
     fab = lay.fabric
-    attach = [line for vm in lay.vms for line in (f"link add {vm.veth} type veth peer name eth0 netns {vm.netns}",
-                                                  f"link set dev {vm.veth} master {vm.bridge} up")]
-    fabric.create(fab, attach, before=[f"netns add {vm.netns}" for vm in lay.vms])
+    st["switch_facts"] = fabric.create(fab, before=[f"netns add {vm.netns}" for vm in lay.vms],
+                                       links=[(vm.switch, vm.veth, vm.netns) for vm in lay.vms])
     for vm in lay.vms:
         linux.ip_batch(["link set dev lo up", f"addr add {vm.address}/{fab.prefixlen} dev eth0",
                         "link set dev eth0 up"], netns=vm.netns)
@@ -60,7 +60,8 @@ def create(st: dict) -> None:
         cgroups.create(st.get("cgroup_mode", "v1"), st["cgroups"], vm.name, format_cpulist(vm.cpus),
                        format_cpulist(vm.mems), vm.memory)
     # up means carrying: each VM's veth and each uplink with its carrier (what a job's health check asks)
-    linux.wait_running([vm.veth for vm in lay.vms] + [end for sw in fab.switches for end in sw.uplink or ()])
+    linux.wait_running([vm.veth for vm in lay.vms if fab.switch(vm.switch).driver.host_side]
+                       + [end for sw in fab.switches for end in sw.uplink or ()])
 
 
 def teardown(st: dict) -> None:
@@ -83,6 +84,7 @@ def teardown(st: dict) -> None:
     lines += fabric.remove_lines(lay.fabric, present)
     lines += [f"netns del {vm.netns}" for vm in lay.vms if vm.netns in spaces]
     done = linux.ip_batch(lines, force=True)
+    fabric.released(lay.fabric)
     for vm in lay.vms:
         linux.unmount(vm.uts)
     cgroups.release(st.get("cgroup_mode", "v1"), st.get("cgroups", {}))
@@ -136,6 +138,7 @@ def orphans(known_ids: set[str]) -> list[str]:
     for folder in cgroup_dirs:
         pids.update(cgroups.pids(folder))
     linux.kill(sorted(pids))
+    removed += fabric.orphan_switches(known_ids)
     links = fabric.orphan_links(known_ids)
     linux.ip_batch([f"link del {n}" for n in links] + [f"netns del {n}" for n in spaces], force=True)
     removed += [f"interface {n}" for n in links] + [f"namespace {n}" for n in spaces]

@@ -12,8 +12,7 @@ def describe_state(st: dict) -> dict:
         "id": st["id"], "subnet": lay["subnet"], "head": lay["head"],
         "vms": [{"name": vm["name"], "hostname": vm["hostname"], "address": vm["address"], "switch": vm["switch"],
                  "cpus": vm["cpus"], "numa_nodes": vm["mems"], "memory": vm["memory"]} for vm in lay["vms"]],
-        "switches": [{"name": sw["name"], "bridge": sw["bridge"], "uplink_rate": sw["rate"],
-                      "tbf_burst": sw["burst"], "delay_us": sw["delay"]} for sw in lay["switches"]],
+        "switches": fabric.describe_switches(lay, st.get("switch_facts")),
         "cgroups": {kind: bool(paths) for kind, paths in st["cgroups"].items()},
         "cgroup_mode": st.get("cgroup_mode", "v1"), "enforced_by": enforcement(st),
     }
@@ -54,6 +53,7 @@ def show(topology, shown: dict) -> list:
     lines.append(f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}")
     enforced = planned["enforced_by"]
     lines.append(f"vCPUs enforced by {enforced['vcpus']}; memory limited by {enforced['memory']}")
+    lines += fabric.kinds_here(topology)
     if scaled:
         lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
                      f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")

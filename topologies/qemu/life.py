@@ -26,6 +26,7 @@ def preflight(topology) -> None:
     (``auto``: the probe guest); what was decided is kept for ``_fields``."""
     machine.require()
     fabric.require_netem(topology)
+    fabric.require_switches(topology, ("bridge",), BACKEND)
     guest(topology)
 
 

@@ -29,8 +29,7 @@ def describe_state(st: dict) -> dict:
                     "qemu_pid": facts.get("qemu_pid"), "vcpu_threads": facts.get("vcpus")})
     return {
         "id": st["id"], "subnet": lay["subnet"], "head": lay["head"], "guest": summary, "vms": vms,
-        "switches": [{"name": sw["name"], "bridge": sw["bridge"], "uplink_rate": sw["rate"],
-                      "tbf_burst": sw["burst"], "delay_us": sw["delay"]} for sw in lay["switches"]],
+        "switches": fabric.describe_switches(lay, st.get("switch_facts")),
         "enforced_by": enforcement(lay["numa_nodes"]),
     }
 

@@ -1,0 +1,121 @@
+"""Switch kinds: what a topology's switch is on this host - a Linux bridge, Open vSwitch, macvlan - one driver each.
+
+A kind is one module of this package holding one subclass of ``Driver`` decorated ``@KINDS.register("NAME")``,
+and one line in ``MODULES`` below; nothing else in vnetbench names it. fabric.py plans a topology's switches
+(``SwitchPlan``: its names, its uplink's rate) and asks each switch's driver to make it, to put the VMs' links
+on it, to shape its uplink, to check, describe and remove it, and to find what crashed runs left. The physical
+switch the uplinks join is always a Linux bridge: it stands for the cluster's hardware switch, not for a
+virtual switch under study.
+
+A driver works on names fabric.py gives (state.ANY_LINK): the switch ``vnbIDs<n>``, its uplink's ends
+``vnbIDu<n>a`` (switch side) / ``vnbIDu<n>b`` (physical side), the VMs' links a backend names, and, where the
+head (mpirun) sits on a switch that is not a Linux bridge, the head's own link ``vnbIDh`` (with its peer
+``vnbIDg`` where the switch needs one).
+"""
+
+from vnetbench.registry import Registry
+
+DEFAULT = "bridge"
+# name -> module of this package; the order is the order of listings (topology show, --switch's choices)
+MODULES = {"bridge": "bridge", "ovs": "ovs", "macvlan": "macvlan"}
+KINDS = Registry("kind", attribute="kind", modules=MODULES, package=__name__)
+
+
+def names() -> tuple[str, ...]:
+    return KINDS.names()
+
+
+def driver(kind: str | None, what: str = "kind"):
+    """The driver class of switch kind ``kind`` (None: the default); UsageError naming the kinds."""
+    return KINDS.get(kind or DEFAULT, what)
+
+
+class Driver:
+    """A switch kind. Class methods only: a switch's facts are its ``SwitchPlan`` (``sw``, frozen, in the state
+    file) and what ``start`` returned (``facts``, kept in the state beside it). Lines are ip/tc batch lines."""
+
+    kind = "?"
+    # do a VM's links have an end on this host that the backend names (a veth's peer, a tap)? A macvlan is made
+    # in the VM's namespace and has none
+    host_side = True
+    # is the switch a Linux bridge, on which the head's address can sit itself?
+    is_bridge = False
+
+    @classmethod
+    def require(cls, topology, index: int) -> None:
+        """UsageError (one line, nothing started) unless this host can make switch ``index`` of ``topology``."""
+
+    @classmethod
+    def abilities(cls) -> str:
+        """What this host can do with this kind, for ``topology show``."""
+        return "available"
+
+    @classmethod
+    def names(cls, sw) -> list[str]:
+        """The kernel links this switch is made of (without the VMs' links)."""
+        return [sw.bridge, *(sw.uplink or ())]
+
+    @classmethod
+    def create_lines(cls, sw, physical: str | None) -> list[str]:
+        """ip lines making the switch, before the VMs' links are put on it."""
+        return []
+
+    @classmethod
+    def uplink_lines(cls, sw, physical: str | None) -> list[str]:
+        """ip lines making the switch's uplink to the ``physical`` bridge, after the VMs' links."""
+        return []
+
+    @classmethod
+    def vm_link_lines(cls, sw, link: str, netns: str) -> list[str]:
+        """ip lines giving namespace ``netns`` an ``eth0`` on this switch (``link``: its end on the host)."""
+        raise NotImplementedError
+
+    @classmethod
+    def tap_lines(cls, sw, tap: str) -> list[str]:
+        """ip lines making a QEMU guest's tap ``tap`` and putting it on this switch."""
+        raise NotImplementedError
+
+    @classmethod
+    def head_lines(cls, sw, head: str) -> list[str]:
+        """ip lines making the head's own link ``head`` on this switch (a switch that is no Linux bridge)."""
+        raise NotImplementedError
+
+    @classmethod
+    def start(cls, sw, ports: list[str], netns: list[str], head: str | None) -> dict:
+        """After the ip batch: what ip cannot do (``ports``: the host-side links on it, ``netns``: the namespaces
+        whose eth0 is on it, ``head``: the head's link when it is on this switch). The facts the record keeps."""
+        return {}
+
+    @classmethod
+    def shaping(cls, sw, tbf_line) -> list[str]:
+        """tc lines shaping the switch's uplink (``tbf_line(dev)``: fabric's lines for one device)."""
+        return [line for dev in sw.uplink or () for line in tbf_line(dev)]
+
+    @classmethod
+    def health(cls, sw) -> str | None:
+        """What is wrong with the switch itself ('bridge vnb..s0 was deleted'), or None; cheap (a job's watch)."""
+        return None
+
+    @classmethod
+    def describe(cls, sw, facts: dict) -> dict:
+        """The record's fields for this switch beyond name, rate and delay."""
+        return {"kind": cls.kind}
+
+    @classmethod
+    def remove(cls, sw, present: set[str]) -> list[str]:
+        """Remove what ip does not, then the ip lines that delete the switch's links in ``present``."""
+        return [f"link del {name}" for name in cls.names(sw) if name in present]
+
+    @classmethod
+    def leftovers(cls, sw, present: set[str]) -> list[str]:
+        return [name for name in cls.names(sw) if name in present]
+
+    @classmethod
+    def orphans(cls, known_ids: set[str]) -> list[str]:
+        """Remove what this kind made outside the kernel's links for topologies not in ``known_ids`` (an OVS
+        bridge, a daemon nothing uses); phrases of what went."""
+        return []
+
+    @classmethod
+    def released(cls) -> None:
+        """After a topology's switches of this kind were removed: stop what only they needed."""
