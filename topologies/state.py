@@ -25,9 +25,9 @@ VERSION = 1
 # the names fabric.py and the backends give what they make; nothing else is ever removed, killed or entered
 ID = re.compile(r"[0-9a-f]{4}")
 VM_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # a VM's name: a lower-case DNS label
-# switches (s), the physical switch (p), uplinks (u..a/b), the head's link on a switch that is no bridge (h, its
+# switches (s; x: a macvlan parent's peer), the physical switch (p), uplinks (u..a/b), the head's link on a switch that is no bridge (h, its
 # peer g), VM links: emulated VMs' veths (v), QEMU guests' taps (t)
-ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}|p|h|g|v\d{1,3}|t\d{1,3}|u\d{1,3}[ab])")
+ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}x?|p|h|g|v\d{1,3}|t\d{1,3}|u\d{1,3}[ab])")
 ANY_NETNS = re.compile(rf"vnb-([0-9a-f]{{4}})-{VM_LABEL}")  # also the VMs' cgroup folders
 
 

@@ -1,8 +1,8 @@
 """macvlan: each VM's link a macvlan device in bridge mode on the switch's parent link - "direct" attachment,
 with no learning bridge: the kernel hands a frame to the device whose MAC it is addressed to.
 
-The parent is a dummy link ``vnbIDs<n>`` for a switch without an uplink, else the uplink's switch-side veth
-end, so that what is for no VM of the switch leaves through the uplink (its tbf shapes it: a macvlan sends
+The parent is a veth ``vnbIDs<n>`` (its peer ``vnbIDs<n>x`` up and unused: carrier, and a kernel without the
+dummy driver) for a switch without an uplink, else the uplink's switch-side veth end, so that what is for no VM of the switch leaves through the uplink (its tbf shapes it: a macvlan sends
 through its parent's qdisc). A namespace's ``eth0`` is made as a macvlan inside it; a QEMU guest's link would
 be a macvtap (``tap_lines``), whose character device the guest's QEMU opens.
 """
@@ -23,7 +23,8 @@ def supported() -> bool:
     if not shutil.which("unshare") or not shutil.which("ip"):
         return False
     done = subprocess.run(["unshare", "--net", "ip", "-batch", "-"], capture_output=True, timeout=30,
-                          input=b"link add vnbd0 type dummy\nlink add vnbm0 link vnbd0 type macvlan mode bridge\n")
+                          input=b"link add vnbd0 type veth peer name vnbd1\n"
+                                b"link add vnbm0 link vnbd0 type macvlan mode bridge\n")
     return done.returncode == 0
 
 
@@ -53,7 +54,8 @@ class Macvlan(Driver):
     @classmethod
     def create_lines(cls, sw, physical):
         if not sw.uplink:
-            return [f"link add {sw.bridge} type dummy", f"link set dev {sw.bridge} up"]
+            return [f"link add {sw.bridge} type veth peer name {sw.bridge}x", f"link set dev {sw.bridge}x up",
+                    f"link set dev {sw.bridge} up"]
         inner, outer = sw.uplink
         return [f"link add {inner} type veth peer name {outer}", f"link set dev {inner} up",
                 f"link set dev {outer} master {physical} up"]
