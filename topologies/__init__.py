@@ -1,7 +1,7 @@
 """Topologies: specs (presets, YAML files, backend refs), validated, and the backends that realise them.
 
 - ``load(ref)``: whatever a user typed as ``--topology`` -> a validated topology of some backend:
-  a preset name, ``BACKEND:REST`` (``slurm:batch/2nodes-2switches``, ``hostfile:hosts.txt``), a YAML topology
+  a preset name, ``switch:KIND:REF`` (REF with every switch of that kind: ``--switch``), ``BACKEND:REST`` (``slurm:batch/2nodes-2switches``, ``hostfile:hosts.txt``), a YAML topology
   (its ``backend:`` field chooses), or a file a backend claims (an Open MPI hostfile, an Ansible inventory);
   ``SpecError``/``UsageError`` naming the file, line and field when it does not validate;
 - ``realise(topology)``: bring it up (or attach to it if it is up) -> a ``Realised`` context manager whose
@@ -37,6 +37,11 @@ def load(ref: str, what: str = "--topology"):
     if ref in PRESETS:  # before any file: a preset's name is never a path to look at
         data = PRESETS[ref]
         return backend(data["backend"]).from_preset(ref, data)
+    if ref.startswith("switch:") and not Path(ref).exists():
+        from . import switches
+
+        kind, _, inner = ref[len("switch:"):].partition(":")
+        return switches.twin(load(inner, what), kind)
     prefixed = _PREFIX.fullmatch(ref)
     if prefixed and not Path(ref).exists():
         from .base import prefix_owner

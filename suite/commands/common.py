@@ -62,10 +62,42 @@ def add_vms(parser) -> None:
     parser.add_argument("--guest-kernel", metavar="PATH",
                         help="with --vms qemu: the kernel image the guests boot (default: the running kernel's in "
                              "/boot, else the newest there)")
+    add_switch(parser)
+
+
+def add_switch(parser) -> None:
+    """``--switch KIND``: every switch of the topology of that kind, under a twin name (NAME-KIND)."""
+    def kinds_help():
+        from vnetbench.topologies import switches
+
+        return (f"every switch of the topology of this kind ({', '.join(switches.names())}), the topology renamed "
+                f"NAME-KIND (2vm-2vswitch-ovs) so that its records stay apart (default: as the topology says)")
+
+    parser.add_argument("--switch", metavar="KIND", help=Shown(kinds_help))
 
 
 def vm_ref(args, ref: str) -> str:
     """``ref`` as ``--vms`` says (emulated: as it is; qemu: the qemu backend's ``qemu:REF``, with the options)."""
+    return switch_ref(args, _vm_ref(args, ref))
+
+
+def switch_ref(args, ref: str) -> str:
+    """``ref`` with ``--switch KIND``: ``switch:KIND:REF``, every switch of REF of that kind (topologies.load)."""
+    kind = getattr(args, "switch", None)
+    if not kind:
+        return ref
+    from vnetbench.topologies import presets, switches
+
+    switches.driver(kind, "--switch")
+    if ref in presets.PRESETS and not presets.PRESETS[ref].get("switches"):
+        return ref  # no switch to change (native)
+    if ref.startswith(("hostfile:", "inventory:")):
+        raise UsageError(f"--switch: {ref} names real hosts, whose switches are theirs; use --switch with a preset "
+                         f"or a topology YAML of VMs on this host")
+    return f"switch:{kind}:{ref}"
+
+
+def _vm_ref(args, ref: str) -> str:
     vms = getattr(args, "vms", "emulated")
     accel, kernel = getattr(args, "accel", None), getattr(args, "guest_kernel", None)
     if vms != "qemu":

@@ -38,6 +38,7 @@ def register(sub):
     down.set_defaults(func=handle_down)
     status = actions.add_parser("status", help="the topologies that are up, with their age")
     status.add_argument("--json", action="store_true", help="print JSON")
+    common.add_switch(status)
     status.set_defaults(func=handle_status)
     cleanup = actions.add_parser("cleanup", help="remove what crashed runs left behind")
     cleanup.add_argument("--all", action="store_true", help="also take down topologies brought up with 'up'")
@@ -129,6 +130,12 @@ def handle_status(args) -> int:
     from vnetbench import topologies
 
     rows = [row for name in topologies.names() for row in topologies.backend(name).status()]
+    if args.switch:  # the topologies with a switch of that kind
+        from vnetbench.topologies import switches
+
+        switches.driver(args.switch, "--switch")
+        rows = [row for row in rows if any(sw.get("kind", switches.DEFAULT) == args.switch
+                                           for sw in row.get("switches") or [] if isinstance(sw, dict))]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -136,9 +143,9 @@ def handle_status(args) -> int:
         print("no vnetbench topology is up")
         return 0
     table = [[row["name"], row.get("backend", ""), row.get("id", ""), row.get("subnet") or "-",
-              len(row["vms"]) if isinstance(row.get("vms"), list) else row.get("vms", "-"), _age(row["age_s"]),
-              row["state"]] for row in rows]
-    print(columns(["NAME", "BACKEND", "ID", "SUBNET", "VMS", "AGE", "STATE"], table))
+              len(row["vms"]) if isinstance(row.get("vms"), list) else row.get("vms", "-"), _switch_kinds(row),
+              _age(row["age_s"]), row["state"]] for row in rows]
+    print(columns(["NAME", "BACKEND", "ID", "SUBNET", "VMS", "SWITCHES", "AGE", "STATE"], table))
     return 0
 
 
@@ -153,6 +160,15 @@ def handle_cleanup(args) -> int:
     if not removed:
         print("nothing to clean up")
     return 0
+
+
+def _switch_kinds(row: dict) -> str:
+    """'2 ovs (netdev)', '1 bridge': a status row's switches by kind."""
+    from collections import Counter
+
+    found = Counter(f"{sw.get('kind', 'bridge')}" + (f" ({sw['datapath']})" if sw.get("datapath") else "")
+                    for sw in row.get("switches") or [] if isinstance(sw, dict))
+    return ", ".join(f"{n} {kind}" for kind, n in found.items()) or "-"
 
 
 def _age(seconds: float) -> str:

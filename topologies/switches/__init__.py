@@ -30,6 +30,38 @@ def driver(kind: str | None, what: str = "kind"):
     return KINDS.get(kind or DEFAULT, what)
 
 
+def twin(topology, kind: str):
+    """``topology`` with every switch of kind ``kind`` (``--switch``), named NAME-KIND so that its records, its
+    state and its VMs' hostnames never mix with the topology's own; as it is when it has no switch, or when
+    every switch already is of that kind. UsageError for a topology whose switches are not on this host."""
+    from vnetbench.errors import UsageError
+
+    from .. import base
+
+    driver(kind, "--switch")
+    if not getattr(topology, "switches", None):
+        return topology
+    if topology.backend not in ON_THIS_HOST:
+        raise UsageError(f"--switch: {topology.name} is a topology of the {topology.backend} backend, whose switches "
+                         f"are real; --switch applies to topologies of VMs on this host ({', '.join(ON_THIS_HOST)})")
+    if all(sw.kind == kind for sw in topology.switches):
+        return topology
+    name = f"{topology.name}-{kind}"
+    if len(name) > 32:
+        raise UsageError(f"--switch: {topology.name}: its name is too long for its twin {name!r} (32 characters at "
+                         f"most); shorten it, or write the kinds in the topology's file")
+    data = topology.to_dict()
+    data["name"] = name
+    data["switches"] = [{**{key: value for key, value in sw.items() if key not in ("kind", "datapath")},
+                         **({} if kind == DEFAULT else {"kind": kind})} for sw in data["switches"]]
+    made = base.backend(topology.backend).from_data(data, topology.source)
+    made._scaled = topology.scaled
+    return made
+
+
+ON_THIS_HOST = ("netns", "qemu")  # the backends whose switches this package makes
+
+
 class Driver:
     """A switch kind. Class methods only: a switch's facts are its ``SwitchPlan`` (``sw``, frozen, in the state
     file) and what ``start`` returned (``facts``, kept in the state beside it). Lines are ip/tc batch lines."""

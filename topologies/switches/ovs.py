@@ -115,8 +115,13 @@ def bridges(db: str | None) -> list[str]:
 
 
 def version(db: str | None) -> str | None:
+    """The OVS version its database says (where ovs-ctl set it), else ovs-vswitchd's own."""
     done = vsctl(db, "get", "Open_vSwitch", ".", "ovs_version", check=False, timeout=5)
-    return done.stdout.strip().strip('"') or None if done.returncode == 0 else None
+    said = done.stdout.strip().strip('"') if done.returncode == 0 else ""
+    if said and said != "[]":
+        return said
+    found = re.search(r"\d+\.\d+\.\d+\S*", linux.run(["ovs-vswitchd", "--version"], check=False).stdout)
+    return found.group(0) if found else None
 
 
 # ---- vnetbench's own daemons ------------------------------------------------------------------------
