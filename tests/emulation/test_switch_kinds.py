@@ -67,7 +67,7 @@ def _ours(snap: dict, ids: set[str]) -> dict:
     """``snap`` without what belongs to other topologies (vnb-ID-, vnbID of another ID) and other runs' jobs."""
     import re
 
-    other = re.compile(r"vnb-?([0-9a-f]{4})")
+    other = re.compile(r"(?:vnb-?|/run/vnetbench/)([0-9a-f]{4})")
 
     def keep(key, item) -> bool:
         text = str(item)
@@ -117,7 +117,7 @@ def test_ovs_vswitchd_killed_mid_run_fails_naming_the_switch_and_the_daemon(kind
     store = tmp_path / "s.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--topology", "2vm-1vswitch",
                              "--switch", "ovs", "--ranks", "2", "--store", str(store), "--min-size", "8",
-                             "--max-size", "8", "--iterations", "100000000"],
+                             "--max-size", "8", "--iterations", "10000000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         pid = _wait_for_job_then_vswitchd(proc)
@@ -221,7 +221,7 @@ def test_a_users_own_ovs_and_bridge_survive_runs_failures_and_cleanup(users_ovs,
     assert _bridges() == ["br-int"]
     # a failed run: killed by its timeout half-way
     records, _ = run("pingpong", "2vm-1vswitch", "ovs", store, "--min-size", "8", "--max-size", "8",
-                     "--iterations", "100000000", "--timeout", "8", check=1)
+                     "--iterations", "10000000", "--timeout", "8", check=1)
     assert records[0]["status"] == "timeout"
     assert _bridges() == ["br-int"]
     vnetbench("topology", "cleanup", check=0)

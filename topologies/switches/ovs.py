@@ -38,6 +38,7 @@ SYSTEM_RUN = Path("/var/run/openvswitch")  # where Debian's ovs-ctl (and ovs-vsc
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 TOOLS = {"ovs-vsctl": "openvswitch-switch", "ovsdb-tool": "openvswitch-switch", "ovsdb-server": "openvswitch-switch",
          "ovs-vswitchd": "openvswitch-switch", "ethtool": "ethtool"}
+DATAPATH_TAP = "ovs-netdev"  # the userspace datapath's own port, made by ovs-vswitchd
 BRIDGE = re.compile(r"vnb([0-9a-f]{4})s\d{1,3}")
 STOP_WAIT = 5.0
 
@@ -141,6 +142,8 @@ def _start(argv: list[str]) -> None:
 def start_own() -> None:
     """ovsdb-server and ovs-vswitchd with all their files in RUN (the kernel datapath disabled without it)."""
     RUN.mkdir(parents=True, exist_ok=True, mode=0o755)
+    if DATAPATH_TAP not in linux.links():
+        (RUN / "made-ovs-netdev").touch()  # the netdev datapath's own tap, which a killed ovs-vswitchd leaves
     db = RUN / "conf.db"
     if not db.exists():
         _start(["ovsdb-tool", "create", str(db), str(SCHEMA)])
@@ -165,6 +168,10 @@ def stop_own() -> list[str]:
         if linux.command_name(pid) == name:
             os.kill(pid, signal.SIGKILL)
         stopped.append(f"{name} (pid {pid}, started by vnetbench)")
+    # a tap ours made, when no other ovs-vswitchd (the host's) runs that could be using it
+    if (RUN / "made-ovs-netdev").exists() and DATAPATH_TAP in linux.links() and not _vswitchds():
+        linux.run(["ip", "link", "del", DATAPATH_TAP], check=False)
+        stopped.append(f"interface {DATAPATH_TAP} (its datapath's, left by a killed ovs-vswitchd)")
     shutil.rmtree(RUN, ignore_errors=True)
     return stopped
 
