@@ -4,6 +4,7 @@
     sudo .venv/bin/python benchmarks/fidelity.py             # 3 repetitions of each measurement
     sudo .venv/bin/python benchmarks/fidelity.py --markdown  # the table for the README
     sudo .venv/bin/python benchmarks/fidelity.py --json      # every sample
+    sudo .venv/bin/python benchmarks/fidelity.py --kinds bridge,ovs,macvlan   # a row per switch kind instead
 
 Targets (what the emulator promises), measured on copies of the presets named fidelity-PRESET:
 - ping-pong between two VMs on separate 1 Gbit/s-uplinked switches (2vm-2vswitch) reaches 90-100%
@@ -11,6 +12,12 @@ Targets (what the emulator promises), measured on copies of the presets named fi
 - two VMs on one switch (2vm-1vswitch) reach at least 5x that;
 - 8-byte latency between two VMs on one switch is under 50 us;
 - bringing 4vm-4vswitch up and taking it down takes under 2 s.
+
+With --kinds, a row per switch kind (switches/: bridge, ovs, macvlan) on fidelity-2vm-1vswitch-KIND and
+fidelity-2vm-2vswitch-KIND, the kinds alternated in each repetition: 8-byte latency and 1 MiB bandwidth of MPI
+(the pingpong kernel, osu-style) beside the raw limit of the same path between the same two VMs (a compiled
+busy-polling TCP ping-pong, benchmarks/c/tcp_pingpong.c, pinned to the VMs' cpus), on one switch and across
+two; the same bandwidth targets per kind.
 
 Needs root (it brings topologies up). Exit 0 when every target is met, 1 when one is missed or a
 run failed, 2 when it cannot run (not root, a topology it needs is already up).
@@ -37,6 +44,7 @@ def parse(argv):
                         help="before each measurement, wait up to S s for the cpus to be mostly idle (default 30)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--kinds", metavar="K,K", help="a row per switch kind (bridge, ovs, macvlan) instead")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat: must be >= 1")
@@ -97,11 +105,116 @@ def bring_up_and_down(repeat: int, quiet: float) -> list[dict]:
     return samples
 
 
-def private(preset: str):
-    """The preset's shape under a name of its own, so that runs of the preset elsewhere do not clash."""
+def private(preset: str, kind: str | None = None):
+    """The preset's shape under a name of its own, so that runs of the preset elsewhere do not clash (with
+    ``kind``: every switch of that kind, named fidelity-PRESET-KIND)."""
     from vnetbench.topologies import presets, spec
 
-    return spec.from_dict({**presets.PRESETS[preset], "name": f"fidelity-{preset}"}, source=f"preset {preset}")
+    data = {**presets.PRESETS[preset], "name": f"fidelity-{preset}" + (f"-{kind}" if kind else "")}
+    if kind:
+        data["switches"] = [{**sw, "kind": kind} for sw in data["switches"]]
+    return spec.from_dict(data, source=f"preset {preset}")
+
+
+# ---- a row per switch kind ---------------------------------------------------------------------
+
+def tcp_binary(folder: str) -> str:
+    import subprocess
+    from pathlib import Path
+
+    out = str(Path(folder) / "tcp_pingpong")
+    subprocess.run(["gcc", "-O2", "-o", out, str(Path(__file__).parent / "c" / "tcp_pingpong.c")], check=True)
+    return out
+
+
+def raw_tcp(up, binary: str, size: int, iterations: int) -> dict:
+    """The busy-polling TCP ping-pong between the topology's first and last VM, each pinned to its VM's cpus."""
+    import subprocess
+
+    first, last = up.layout.vms[0], up.layout.vms[-1]
+
+    def inside(vm, *argv):
+        return ["nsenter", f"--net=/run/netns/{vm.netns}", "taskset", "-c", ",".join(map(str, vm.cpus)), *argv]
+
+    server = subprocess.Popen(inside(last, binary, "server", "5201", str(size), str(iterations)),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.run(inside(first, binary, "client", last.address, "5201", str(size), str(iterations)),
+                                capture_output=True, text=True, timeout=600)
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    if client.returncode != 0:
+        raise RuntimeError(f"tcp_pingpong on {up.name}: {client.stderr.strip()[-300:]}")
+    return json.loads(client.stdout)
+
+
+def measure_kinds(args, kinds: list[str]) -> dict:
+    import tempfile
+
+    from vnetbench import topologies
+
+    bandwidth = {"large_iterations": 10, "large_warmup": 2, "bw_iterations": 20, "window": 16}
+    samples = {kind: {"one": [], "two": []} for kind in kinds}
+    with tempfile.TemporaryDirectory() as folder:
+        binary = tcp_binary(folder)
+        for _ in range(args.repeat):
+            for kind in kinds:  # alternated: the machine's load falls on every kind alike
+                for where, preset in (("one", "2vm-1vswitch"), ("two", "2vm-2vswitch")):
+                    topology = private(preset, kind)
+                    with topologies.realise(topology) as up:
+                        wait_quiet(args.quiet_wait)
+                        sample = {
+                            "tcp_8b": raw_tcp(up, binary, 8, 20000),
+                            "tcp_1mib": raw_tcp(up, binary, 1 << 20, 40),
+                            "mpi_8b": pingpong(up, 8, 1, 0, iterations=5000, warmup=500, bw_iterations=10)[0],
+                            "mpi_1mib": pingpong(up, 1 << 20, 1, 0, **bandwidth)[0],
+                            "switches": up.describe()["switches"],
+                        }
+                        if where == "two":
+                            sample["rate_mbps"] = topology.switches[0].uplink.rate / 8 / 1e6
+                        samples[kind][where].append(sample)
+    median = statistics.median
+    summary = {}
+    for kind in kinds:
+        one, two = samples[kind]["one"], samples[kind]["two"]
+        row = {where: {"tcp_8b_us": median(s["tcp_8b"]["one_way_us_p50"] for s in runs),
+                       "tcp_1mib_mbps": median(s["tcp_1mib"]["mbps"] for s in runs),
+                       "mpi_8b_us": median(s["mpi_8b"]["latency_us"] for s in runs),
+                       "mpi_8b_p50_us": median(s["mpi_8b"]["latency_p50_us"] for s in runs),
+                       "mpi_1mib_mbps": median(s["mpi_1mib"]["bandwidth_mbps"] for s in runs)}
+               for where, runs in (("one", one), ("two", two))}
+        rate = two[0]["rate_mbps"]
+        row["rate_mbps"] = rate
+        row["shaped_fraction"] = row["two"]["mpi_1mib_mbps"] / rate
+        row["unshaped_over_shaped"] = row["one"]["mpi_1mib_mbps"] / row["two"]["mpi_1mib_mbps"]
+        row["datapath"] = one[0]["switches"][0].get("datapath")
+        row["met"] = {key: _within(row[key], *TARGETS[key]) for key in ("shaped_fraction", "unshaped_over_shaped")}
+        summary[kind] = row
+    return {"samples": samples, "summary": summary, "met": {kind: all(summary[kind]["met"].values())
+                                                            for kind in kinds}}
+
+
+def kinds_table(results: dict, markdown: bool) -> str:
+    head = ["switch kind", "1 switch: TCP 8 B", "MPI 8 B", "TCP 1 MiB", "MPI 1 MiB",
+            "2 switches: TCP 8 B", "MPI 8 B", "MPI 1 MiB (of the uplink's rate)", "targets"]
+    rows = []
+    for kind, r in results["summary"].items():
+        one, two = r["one"], r["two"]
+        name = kind + (f" ({r['datapath']})" if r["datapath"] else "")
+        met = ", ".join(f"{key}: {'met' if ok else 'MISSED'}" for key, ok in r["met"].items())
+        rows.append([name, f"{one['tcp_8b_us']:.1f} us", f"{one['mpi_8b_us']:.1f} us (p50 {one['mpi_8b_p50_us']:.1f})",
+                     f"{one['tcp_1mib_mbps']:.0f} MB/s", f"{one['mpi_1mib_mbps']:.0f} MB/s",
+                     f"{two['tcp_8b_us']:.1f} us", f"{two['mpi_8b_us']:.1f} us (p50 {two['mpi_8b_p50_us']:.1f})",
+                     f"{two['mpi_1mib_mbps']:.1f} MB/s ({100 * r['shaped_fraction']:.0f}% of {r['rate_mbps']:.0f})",
+                     met])
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(row) + " |" for row in rows])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) for line in [head, *rows])
 
 
 def measure(args) -> dict:
@@ -174,15 +287,16 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("fidelity.py: needs root (it brings netns topologies up)", file=sys.stderr)
         return 2
+    kinds = [kind for kind in (args.kinds or "").split(",") if kind]
     try:
-        results = measure(args)
+        results = measure_kinds(args, kinds) if kinds else measure(args)
     except RuntimeError as exc:
         print(f"fidelity.py: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(results, indent=1))
     else:
-        print(table(results, args.markdown))
+        print(kinds_table(results, args.markdown) if kinds else table(results, args.markdown))
     return 0 if all(results["met"].values()) else 1
 
 
