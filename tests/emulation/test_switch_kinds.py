@@ -262,3 +262,34 @@ def test_a_missing_ovs_vsctl_is_one_line_and_exit_2(kinds_clean, tmp_path):
                      tmp_path / "s.jsonl", env={**os.environ, "PATH": str(bare)}, check=2)
     assert proc.stderr.count("\n") == 1 and "ovs-vsctl (openvswitch-switch)" in proc.stderr
     assert not (tmp_path / "s.jsonl").exists()
+
+
+@requires_ovs
+def test_an_ovs_vswitchd_whose_database_ovs_vsctl_cannot_reach_is_one_line_and_exit_2(kinds_clean, tmp_path):
+    if _system_ovs_runs() or OWN_OVS.exists():
+        pytest.skip("an OVS vnetbench can reach runs already")
+    kinds_clean("2vm-1vswitch", "ovs")
+    env = {**os.environ, "OVS_RUNDIR": str(tmp_path), "OVS_LOGDIR": str(tmp_path), "OVS_DBDIR": str(tmp_path)}
+    db, sock = tmp_path / "conf.db", f"unix:{tmp_path}/db.sock"
+    subprocess.run(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"], check=True)
+    pidfiles = []
+    try:
+        subprocess.run(["ovsdb-server", db, f"--remote=punix:{tmp_path}/db.sock", "--pidfile", "--detach",
+                        "--log-file"], env=env, check=True, timeout=60, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        pidfiles.append(tmp_path / "ovsdb-server.pid")
+        subprocess.run(["ovs-vsctl", f"--db={sock}", "--no-wait", "init"], check=True, timeout=60)
+        subprocess.run(["ovs-vswitchd", sock, "--pidfile", "--detach", "--disable-system", "--log-file"], env=env,
+                       check=True, timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pidfiles.append(tmp_path / "ovs-vswitchd.pid")
+        proc = vnetbench("run", "pingpong", "--topology", "2vm-1vswitch", "--switch", "ovs", "--store",
+                         tmp_path / "s.jsonl", check=2)
+        assert proc.stderr.count("\n") == 1 and "cannot reach its database" in proc.stderr, proc.stderr
+        assert not (tmp_path / "s.jsonl").exists() and not OWN_OVS.exists()
+    finally:
+        for pidfile in reversed(pidfiles):
+            pid = int(pidfile.read_text())
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+                time.sleep(0.05)
