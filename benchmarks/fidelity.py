@@ -167,9 +167,9 @@ def measure_kinds(args, kinds: list[str]) -> dict:
                     with topologies.realise(topology) as up:
                         wait_quiet(args.quiet_wait)
                         sample = {
-                            "tcp_8b": raw_tcp(up, binary, 8, 20000),
-                            "tcp_1mib": raw_tcp(up, binary, 1 << 20, 40),
-                            "mpi_8b": pingpong(up, 8, 1, 0, iterations=5000, warmup=500, bw_iterations=10)[0],
+                            "tcp_8b": raw_tcp(up, binary, 8, 5000),
+                            "tcp_1mib": raw_tcp(up, binary, 1 << 20, 20),
+                            "mpi_8b": pingpong(up, 8, 1, 0, iterations=3000, warmup=300, bw_iterations=10)[0],
                             "mpi_1mib": pingpong(up, 1 << 20, 1, 0, **bandwidth)[0],
                             "switches": up.describe()["switches"],
                         }

@@ -3,7 +3,9 @@
  * Usage: tcp_pingpong server PORT SIZE ITERATIONS           (in one VM)
  *        tcp_pingpong client ADDRESS PORT SIZE ITERATIONS   (in the other)
  * Both sides poll with recv(MSG_DONTWAIT) instead of sleeping in read(): a wake-up costs a virtualised IPI
- * here (DESIGN.md), which is no part of the switch. TCP_NODELAY on both ends. The client prints one JSON
+ * here (DESIGN.md), which is no part of the switch; between polls they sched_yield(), as MPI's ranks do here
+ * (mpi_yield_when_idle), so that a switch that needs a cpu (Open vSwitch's userspace datapath: ovs-vswitchd
+ * forwards every packet) is not starved by two pollers on two cores. TCP_NODELAY on both ends. The client prints one JSON
  * object: {"size", "iterations", "one_way_us_p50", "one_way_us_mean", "one_way_us_min", "mbps"} - one way =
  * half a round trip; mbps = SIZE * 2 / round trip (M = 10^6).
  */
@@ -11,6 +13,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,8 @@ static void xfer(int fd, char *buf, long size, int sending)
                          : recv(fd, buf + done, size - done, MSG_DONTWAIT);
         if (n > 0)
             done += n;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            sched_yield();
         else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             perror(sending ? "send" : "recv");
             exit(1);

@@ -39,8 +39,20 @@ def bind_of(record: dict) -> str | None:
 
 
 def topology_name(record: dict) -> str:
+    """The topology's name, with its switches' kinds where they are not Linux bridges ('2vm-2vswitch-ovs
+    (netdev)', 'mine (ovs system)'): different switches are different topologies, never pooled."""
     name = record["topology"].get("name")
-    return name if isinstance(name, str) else "?"
+    name = name if isinstance(name, str) else "?"
+    switches = record["topology"].get("switches")
+    kinds = sorted({" ".join(str(part) for part in (sw.get("kind"), sw.get("datapath")) if part)
+                    for sw in switches if isinstance(sw, dict) and sw.get("kind") not in (None, "bridge")}) \
+        if isinstance(switches, list) else []
+    if not kinds:
+        return name
+    if len(kinds) == 1 and name.endswith("-" + kinds[0].split(" ")[0]):
+        rest = kinds[0].partition(" ")[2]  # the twin's name says the kind already
+        return f"{name} ({rest})" if rest else name
+    return f"{name} ({', '.join(kinds)})"
 
 
 def mpi_of(record: dict) -> str | None:
