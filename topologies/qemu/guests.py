@@ -70,6 +70,7 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     shared = str(folders(lay.id)[0])
     own = files(lay.id, vm.name)
     netdev = f"tap,id=n0,ifname={vm.tap},script=no,downscript=no" + (",vhost=on" if guest["vhost"] else "")
+    switch = lay.switch(vm.switch)
     command = ["/bin/sh", str(GUEST_SCRIPT), vm.mac, f"{vm.address}/{lay.prefixlen}", shared]
     if guest["rootfs"] == "9p":
         command.append(CACHED_TAG)
@@ -83,7 +84,8 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
         args += ["--overlay-rwdir", place]
     args += [f"--rodir={shared}", f"--rwdir={numba_cache()}", "--script-sh", shlex.join(command),
              # --qemu-opts takes the rest: it comes last
-             "--qemu-opts", "-netdev", netdev, "-device", f"virtio-net-pci,netdev=n0,mac={vm.mac}",
+             "--qemu-opts", "-netdev", netdev, "-device",
+             f"virtio-net-pci,netdev=n0,mac={vm.mac}{switch.driver.nic_options(switch)}",
              "-qmp", f"unix:{own['qmp']},server=on,wait=off", "-pidfile", own["pidfile"]]
     if guest["rootfs"] == "9p":
         args += cached_root_export(CACHED_TAG)

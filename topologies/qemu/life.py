@@ -26,7 +26,7 @@ def preflight(topology) -> None:
     (``auto``: the probe guest); what was decided is kept for ``_fields``."""
     machine.require()
     fabric.require_netem(topology)
-    fabric.require_switches(topology, ("bridge",), BACKEND)
+    fabric.require_switches(topology, ("bridge", "ovs"), BACKEND)
     guest(topology)
 
 
@@ -60,7 +60,7 @@ def create(st: dict) -> None:
     all booting at once; ``st["guests"]`` what each said once its sshd answers."""
     lay = plan.Layout.from_dict(st["layout"])
     sshd.make(lay.id, [vm.address for vm in lay.vms])
-    fabric.create(lay.fabric, plan.tap_lines(lay))
+    st["switch_facts"] = fabric.create(lay.fabric, links=[(vm.switch, vm.tap, None) for vm in lay.vms])
     linux.tc_batch(fabric.shaping(lay.fabric))
     started = guests.start(lay, st["guest"])
     st["guests"] = guests.wait_ready(lay, st["guest"], started, st["guest"]["boot_timeout"])
@@ -78,6 +78,7 @@ def teardown(st: dict) -> None:
     present = linux.links()
     lines = [f"link del {vm.tap}" for vm in lay.vms if vm.tap in present] + fabric.remove_lines(lay.fabric, present)
     done = linux.ip_batch(lines, force=True)
+    fabric.released(lay.fabric)
     left = leftovers(lay)
     if left:
         said = f" (ip exited with {done.returncode}: {done.stderr.strip()[:300]})" if done and done.returncode else ""
@@ -108,9 +109,10 @@ def orphans(known_ids: set[str]) -> list[str]:
         linux.kill(sorted(found))
     else:
         guests_of = []
+    switched = fabric.orphan_switches(known_ids)
     links = fabric.orphan_links(known_ids)
     linux.ip_batch([f"link del {name}" for name in links], force=True)
-    return [f"guest {where} ({len([p for p, w in found.items() if w == where])} process(es))" for where in guests_of] \
+    return switched + [f"guest {where} ({len([p for p, w in found.items() if w == where])} process(es))" for where in guests_of] \
         + [f"interface {name}" for name in links]
 
 

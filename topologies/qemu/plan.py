@@ -81,9 +81,8 @@ def files(topology_id: str, vm: str) -> dict[str, str]:
 
 
 def tap_lines(lay: Layout) -> list[str]:
-    """ip lines that make each VM's tap and put it on its switch's bridge (fabric.create_lines' ``attach``)."""
-    return [line for vm in lay.vms for line in (f"tuntap add dev {vm.tap} mode tap",
-                                                 f"link set dev {vm.tap} master {vm.bridge} up")]
+    """ip lines that make each VM's tap and put it on its switch (its kind's driver says how: fabric.link_lines)."""
+    return fabric.link_lines(lay.fabric, [(vm.switch, vm.tap, None) for vm in lay.vms])
 
 
 # ---- ranks ------------------------------------------------------------------------------

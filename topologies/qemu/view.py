@@ -91,7 +91,7 @@ def show(topology, shown: dict) -> list:
              f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}",
              f"guests: QEMU {guest['qemu']}, accel {accel}, {booted}",
              f"root shared read-only over {guest['rootfs']}, vhost-net {'on' if guest['vhost'] else 'off'}; "
-             f"vCPUs held by {enforced['vcpus']}; memory: {enforced['memory']}"]
+             f"vCPUs held by {enforced['vcpus']}; memory: {enforced['memory']}", *fabric.kinds_here(topology)]
     if scaled:
         lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
                      f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")

@@ -108,6 +108,11 @@ class Driver:
         raise NotImplementedError
 
     @classmethod
+    def nic_options(cls, sw) -> str:
+        """What a QEMU guest's virtio-net device on this switch needs beyond its defaults (',csum=off')."""
+        return ""
+
+    @classmethod
     def head_lines(cls, sw, head: str) -> list[str]:
         """ip lines making the head's own link ``head`` on this switch (a switch that is no Linux bridge)."""
         raise NotImplementedError
