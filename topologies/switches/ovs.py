@@ -38,6 +38,7 @@ SYSTEM_RUN = Path("/var/run/openvswitch")  # where Debian's ovs-ctl (and ovs-vsc
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 TOOLS = {"ovs-vsctl": "openvswitch-switch", "ovsdb-tool": "openvswitch-switch", "ovsdb-server": "openvswitch-switch",
          "ovs-vswitchd": "openvswitch-switch", "ethtool": "ethtool"}
+MARK = "vnetbench"  # external_ids:vnetbench=ID on each bridge vnetbench makes: what cleanup may remove
 DATAPATH_TAP = "ovs-netdev"  # the userspace datapath's own port, made by ovs-vswitchd
 BRIDGE = re.compile(r"vnb([0-9a-f]{4})s\d{1,3}")
 STOP_WAIT = 5.0
@@ -113,6 +114,13 @@ def instances() -> list[tuple[str | None, bool]]:
 def bridges(db: str | None) -> list[str]:
     done = vsctl(db, "list-br", check=False, timeout=5)
     return done.stdout.split() if done.returncode == 0 else []
+
+
+def ours(db: str | None, bridge: str) -> bool:
+    """Did vnetbench make this bridge (its mark, external_ids:vnetbench, says the topology's id)?"""
+    done = vsctl(db, "--if-exists", "get", "bridge", bridge, f"external_ids:{MARK}", check=False, timeout=5)
+    found = BRIDGE.fullmatch(bridge)
+    return done.returncode == 0 and bool(found) and done.stdout.strip().strip('"') == found.group(1)
 
 
 def version(db: str | None) -> str | None:
@@ -222,13 +230,12 @@ class OVS(Driver):
             raise UsageError(f"{where}: an ovs-vswitchd runs (pid {others[0]}) but ovs-vsctl cannot reach its "
                              f"database ({SYSTEM_RUN}/db.sock); start its ovsdb-server, or stop that OVS")
         name = f"vnb{topology.id}s{index}"
-        if state.read(topology.id) is None:
-            for db, ours in instances():
-                if name in bridges(db):
-                    raise UsageError(f"{where}: the Open vSwitch bridge {name} already exists in "
-                                     f"{'vnetbench' if ours else 'the host'}'s OVS and no topology of vnetbench is "
-                                     f"up under id {topology.id}: remove it (ovs-vsctl del-br {name}) or rename "
-                                     f"the topology")
+        for db, own in instances():
+            # one of vnetbench's (marked) is a crashed run's, replaced at bring-up; any other is the user's
+            if name in bridges(db) and not ours(db, name):
+                raise UsageError(f"{where}: the Open vSwitch bridge {name} already exists in "
+                                 f"{'vnetbench' if own else 'the host'}'s OVS and vnetbench did not make it: "
+                                 f"remove it (ovs-vsctl del-br {name}) or rename the topology")
 
     @classmethod
     def abilities(cls):
@@ -271,7 +278,9 @@ class OVS(Driver):
     def start(cls, sw, ports, netns, head):
         db, ours = choose()
         used = datapath(sw.datapath)
-        args = ["add-br", sw.bridge, "--", "set", "bridge", sw.bridge, f"datapath_type={used}"]
+        # a bridge of this name left by a crashed run (marked as vnetbench's: require refused any other) goes first
+        args = ["--if-exists", "del-br", sw.bridge, "--", "add-br", sw.bridge, "--", "set", "bridge", sw.bridge,
+                f"datapath_type={used}", f"external_ids:{MARK}={BRIDGE.fullmatch(sw.bridge).group(1)}"]
         for port in ports + ([head[:-1] + "g"] if head else []):
             args += ["--", "add-port", sw.bridge, port]
         vsctl(db, *args, timeout=30)
@@ -300,7 +309,7 @@ class OVS(Driver):
     @classmethod
     def remove(cls, sw, present):
         for db, _ in instances():
-            if sw.bridge in bridges(db):
+            if sw.bridge in bridges(db) and ours(db, sw.bridge):
                 # waiting for ovs-vswitchd only while it runs: the bridge's internal port is then gone on return
                 vsctl(db, "--if-exists", "del-br", sw.bridge, wait=_vswitchd_problem() is None, timeout=30)
         present = linux.links()
@@ -310,17 +319,18 @@ class OVS(Driver):
     @classmethod
     def leftovers(cls, sw, present):
         left = [name for name in cls.names(sw) if name in present]
-        return left + [f"Open vSwitch bridge {sw.bridge}" for db, _ in instances() if sw.bridge in bridges(db)]
+        return left + [f"Open vSwitch bridge {sw.bridge}" for db, _ in instances()
+                       if sw.bridge in bridges(db) and ours(db, sw.bridge)]
 
     @classmethod
     def orphans(cls, known_ids):
         removed = []
-        for db, ours in instances():
+        for db, own in instances():
             for name in bridges(db):
                 found = BRIDGE.fullmatch(name)
-                if found and found.group(1) not in known_ids:
+                if found and found.group(1) not in known_ids and ours(db, name):
                     vsctl(db, "--if-exists", "del-br", name, wait=_vswitchd_problem() is None, timeout=30)
-                    removed.append(f"Open vSwitch bridge {name}" + ("" if ours else " (in the host's OVS)"))
+                    removed.append(f"Open vSwitch bridge {name}" + ("" if own else " (in the host's OVS)"))
         if RUN.exists() and not any(BRIDGE.fullmatch(name) for name in (bridges(OWN_DB) if own_running() else [])):
             removed += [f"daemon {what}" for what in stop_own()]
         return removed
