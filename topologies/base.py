@@ -314,6 +314,13 @@ class Backend(ABC):
         Cheap: a job's watch asks every quarter second."""
         return None
 
+    def own_cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by what works for this topology's runs outside the launching process's own
+        children (its VMs' processes, its guests' QEMUs): a run's host-load reading (procs.HostLoad) counts
+        them as the run's, not as other work's. 0.0 where a job's processes are all the launcher's children;
+        None where they cannot be told from other work's."""
+        return 0.0
+
     def close(self) -> None:
         """Tear down what this object brought up (nothing, for a topology that was already up)."""
 

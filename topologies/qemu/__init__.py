@@ -75,6 +75,12 @@ class QemuBackend(OnThisHost, Realised):
             spec.notes["emulated_cpu"] = "TCG: QEMU emulates the guests' CPU; timings are not a hypervisor's"
         return spec
 
+    def own_cpu_seconds(self) -> float | None:
+        from vnetbench.procs import cpu_seconds
+
+        return sum(cpu_seconds(facts["qemu_pid"]) for facts in (self.state.get("guests") or {}).values()
+                   if isinstance(facts.get("qemu_pid"), int))
+
     def health(self) -> tuple[str, list[str]] | None:
         """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs
         it cut off. Cheap (a /proc read and an ioctl per VM): a job's watch asks every quarter second."""
