@@ -104,6 +104,16 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
         return st, True
 
 
+def is_up(kind: Kind, topology) -> bool:
+    """Is ``topology`` up as this backend's, complete, of the same spec, not stale and with nothing missing (what
+    ``bring_up`` attaches to rather than makes)? A read without the lock: a preflight asks it to spare checks that
+    only a bring-up needs; ``bring_up`` decides again under the lock."""
+    current = state.read(topology.id)
+    return (current is not None and _mine(kind, current) and current.get("complete")
+            and current["name"] == topology.name and current["spec_hash"] == topology.spec_hash()
+            and not state.stale(current) and not kind.missing(current))
+
+
 def _subnet(topology, host) -> ipaddress.IPv4Network:
     """The topology's subnet, or a free /24 clear of the host's networks and of every topology that is up."""
     from .fabric import choose_subnet

@@ -21,7 +21,7 @@ from vnetbench.errors import LaunchError
 
 from .. import linux, state
 from . import machine
-from .plan import SSH_PORT, GuestPlan, Layout, files
+from .plan import SSH_PORT, GuestPlan, Layout, files, numactl
 from .qmp import Qmp
 
 MARK = "VNETBENCH_QEMU_GUEST"
@@ -88,16 +88,17 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     if guest["rootfs"] == "9p":
         args += cached_root_export(CACHED_TAG)
     if guest["accel"] == "kvm":
-        args += ["-machine", "accel=kvm"]  # KVM or nothing: no silent fallback to TCG
+        # the machine type virtme-ng asks for under TCG only (QEMU merges -machine options: the last accel wins);
+        # KVM or nothing: no silent fallback to TCG
+        args += ["-machine", f"{guest.get('machine', machine.MACHINE)},accel=kvm"]
     else:
-        args += TCG_QEMU_OPTIONS
+        args += ["-machine", guest.get("machine", machine.MACHINE), *TCG_QEMU_OPTIONS]
     return args
 
 
-def membind(lay: Layout, vm: GuestPlan) -> list[str]:
-    """What starts a guest with its memory on its VM's NUMA nodes (QEMU inherits the policy and allocates the
-    guest's RAM under it), where the host has several."""
-    return ["numactl", f"--membind={','.join(map(str, vm.mems))}"] if lay.numa_nodes > 1 else []
+def command(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
+    """The whole command that starts ``vm``'s guest: numactl where the host has several NUMA nodes, virtme-run."""
+    return [*numactl(lay, vm), machine.virtme_run() or "virtme-run", *options(lay, vm, guest)]
 
 
 def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
@@ -108,10 +109,9 @@ def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
         Path(own["tmp"]).mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "TMPDIR": own["tmp"], MARK: marker(lay.id, vm.name)}
         cpus = set(vm.cpus)
-        command = [*membind(lay, vm), machine.virtme_run(), *options(lay, vm, guest)]
         with open(own["console"], "wb") as console:
             # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console,
+            proc = subprocess.Popen(command(lay, vm, guest), stdin=subprocess.DEVNULL, stdout=console,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     preexec_fn=lambda: os.sched_setaffinity(0, cpus))
         started[vm.name] = proc
