@@ -83,7 +83,7 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
             from .host import detect
 
             host = detect()
-        layout = kind.layout(topology, host, _subnet(topology, host))
+        layout = kind.layout(topology, host, subnet_for(topology, host))
         st = {"version": state.VERSION, "backend": kind.backend, "id": topology.id, "name": topology.name,
               "source": topology.source, "spec_hash": topology.spec_hash(), "spec": topology.to_dict(),
               "layout": layout, **kind.fields(topology, layout), "created": state.now(), "complete": False,
@@ -114,7 +114,7 @@ def is_up(kind: Kind, topology) -> bool:
             and not state.stale(current) and not kind.missing(current))
 
 
-def _subnet(topology, host) -> ipaddress.IPv4Network:
+def subnet_for(topology, host) -> ipaddress.IPv4Network:
     """The topology's subnet, or a free /24 clear of the host's networks and of every topology that is up."""
     from .fabric import choose_subnet
 

@@ -47,6 +47,12 @@ class QemuBackend(OnThisHost, Realised):
 
         return model.from_data(data, source, lines, host)
 
+    @classmethod
+    def dry_run(cls, topology) -> list[str]:
+        from . import dry
+
+        return dry.lines(topology)
+
     # ---- once up -------------------------------------------------------------------------
 
     def __init__(self, topology):

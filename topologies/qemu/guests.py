@@ -146,7 +146,7 @@ def wait_ready(lay: Layout, guest: dict, started: dict[str, subprocess.Popen], t
                 raise LaunchError(f"VM {vm.name}: its guest ended before it was up ({_last_lines(text)})")
             found = READY.search(text)
             if found and "qemu_pid" in seen and _answers(vm.address):
-                seen.update(_said(found.group(1)), ready=True)
+                seen.update(_said(found.group(1)), **_settled(lay, vm, guest, seen), ready=True)
         if not waiting:
             return {name: {k: v for k, v in seen.items() if k != "ready"} for name, seen in facts.items()}
         if time.monotonic() > deadline:
@@ -182,6 +182,19 @@ def _pinned(vm: GuestPlan, own: dict, guest: dict) -> dict:
         pinned[str(index)] = {"thread": thread, "cpu": cpu}
     return {"qemu_pid": qemu_pid, "qemu_start": procs.start_time(qemu_pid), "kvm": bool(kvm.get("enabled")),
             "qemu": f"{version.get('major')}.{version.get('minor')}.{version.get('micro')}", "vcpus": pinned}
+
+
+def _settled(lay: Layout, vm: GuestPlan, guest: dict, seen: dict) -> dict:
+    """Once the guest is up (its NIC's driver started, vhost's worker with it): its other threads placed, and what
+    it got (seen.py)."""
+    from . import seen as got
+
+    try:
+        console = Path(files(lay.id, vm.name)["console"]).read_text(errors="replace")
+    except OSError:
+        console = ""
+    return got.settle(vm, guest, seen["qemu_pid"], {int(v["thread"]) for v in seen.get("vcpus", {}).values()},
+                      console, MARK, marker(lay.id, vm.name))
 
 
 def _said(text: str) -> dict:
