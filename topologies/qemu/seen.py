@@ -134,32 +134,64 @@ def vhost(asked: bool, console: str, qemu_pid: int) -> str:
     return "vhost-net"
 
 
-def memory(qemu_pid: int, mems: tuple[int, ...]) -> dict:
-    """Where the guest's RAM is: its mapping's policy, MiB on each node, on what pages, and whether every page is on
-    the VM's nodes (``as_planned``)."""
-    best, size = None, -1
+def ram_mapping(qemu_pid: int, size: int) -> str | None:
+    """The start address (hex, as numa_maps writes it) of the guest's RAM in QEMU: the writable, not executable
+    mapping of the guest's memory size (QEMU maps it whole; under TCG a larger rwx mapping is its code buffer)."""
+    try:
+        lines = (PROC / str(qemu_pid) / "maps").read_text().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        span, perms = line.split()[:2]
+        low, high = (int(part, 16) for part in span.split("-"))
+        if perms.startswith("rw") and "x" not in perms and size <= high - low < size + (64 << 20):
+            if best is None or high - low < best[1]:
+                best = (f"{low:x}", high - low)
+    return best[0] if best else None
+
+
+def _smaps_of(qemu_pid: int, start: str) -> dict:
+    """The /proc/PID/smaps entry of the mapping at ``start`` as a dict ("AnonHugePages": "2048 kB", ...)."""
+    found, inside = {}, False
+    try:
+        lines = (PROC / str(qemu_pid) / "smaps").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:  # a mapping's first line: "7f5d53e00000-7f5d73e00000 rw-p ..."
+            if inside:
+                break
+            inside = head.split("-")[0] == start
+        elif inside:
+            key, _, value = line.partition(":")
+            found[key.strip()] = value.strip()
+    return found
+
+
+def memory(qemu_pid: int, size: int, mems: tuple[int, ...]) -> dict:
+    """Where the guest's RAM is: its mapping's policy, MiB touched on each node, on what pages, and whether every
+    page is on the VM's nodes (``as_planned``)."""
+    start = ram_mapping(qemu_pid, size)
+    if start is None:
+        return {"problem": "no mapping of the guest's memory size in its QEMU's maps"}
     try:
         lines = (PROC / str(qemu_pid) / "numa_maps").read_text().splitlines()
     except OSError as exc:
         return {"problem": f"no numa_maps ({exc.strerror})"}
-    for line in lines:
-        words = line.split()
-        fields = dict(word.split("=", 1) for word in words[2:] if "=" in word)
-        if "anon" not in fields and "memfd:" not in fields.get("file", ""):
-            continue
-        pages = sum(int(value) for key, value in fields.items() if key[:1] == "N" and key[1:].isdigit())
-        if pages > size:
-            best, size = (words[1], fields), pages
-    if best is None:
-        return {"problem": "no anonymous or memfd mapping in its numa_maps"}
-    policy, fields = best
+    found = next((line.split() for line in lines if line.split()[:1] == [start]), None)
+    if found is None:
+        return {"problem": f"the guest's memory ({start}) is not in its QEMU's numa_maps"}
+    policy, fields = found[1], dict(word.split("=", 1) for word in found[2:] if "=" in word)
     page_kb = int(fields.get("kernelpagesize_kB", "4"))
     by_node = {key[1:]: round(int(value) * page_kb / 1024, 1) for key, value in fields.items()
                if key[:1] == "N" and key[1:].isdigit()}
-    rollup = _keyed(PROC / str(qemu_pid) / "smaps_rollup")
-    huge_kb = sum(int(rollup.get(key, "0 kB").split()[0]) for key in ("AnonHugePages", "ShmemPmdMapped", "FilePmdMapped"))
+    smaps = _smaps_of(qemu_pid, start)
+    huge_kb = sum(int(smaps.get(key, "0 kB").split()[0]) for key in ("AnonHugePages", "ShmemPmdMapped"))
     return {"policy": policy, "backing": "memfd" if "memfd:" in fields.get("file", "") else "anonymous",
             "mib_by_node": by_node, "huge_pages_mib": round(huge_kb / 1024, 1),
+            "thp_eligible": smaps.get("THPeligible") == "1",
             "as_planned": all(int(node) in mems for node in by_node)}
 
 
@@ -169,4 +201,4 @@ def settle(vm, guest: dict, qemu_pid: int, vcpu_threads: set[int], console: str,
     helpers = virtiofsd(marker_env, marker) if guest.get("rootfs") == "virtiofs" else []
     return {"vhost": vhost(bool(guest.get("vhost")), console, qemu_pid),
             "threads": place(qemu_pid, vcpu_threads, vm.cpus, helpers),
-            "memory": memory(qemu_pid, vm.mems)}
+            "memory": memory(qemu_pid, vm.memory, vm.mems)}
