@@ -84,9 +84,16 @@ def preview(topology, host: HostFacts | None = None) -> dict:
         kernel = {"problem": str(exc)}
     shown["numa"] = len(host.cpus_by_node)
     # what is known without a probe guest: auto's choice is made at bring-up
+    rootfs = machine.root_share()
     shown["guest"] = {"accel": current["guest"]["accel"] if current else topology.guest.accel, "kernel": kernel,
-                      "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share()}
+                      "machine": machine.MACHINE, "machine_type": machine.machine_type(), "qemu": machine.qemu_version(),
+                      "vhost": machine.vhost_net(), "rootfs": rootfs, "memory_backing": machine.backing(rootfs)}
     return shown
+
+
+def _machine(guest: dict) -> str:
+    found = guest.get("machine_type")
+    return f"{found['name']}, up to {found['max_cpus']} vCPUs" if found else guest["machine"]
 
 
 def show(topology, shown: dict) -> list:
@@ -103,9 +110,11 @@ def show(topology, shown: dict) -> list:
     lines = [f"backend qemu, id {planned['id']}, placement {topology.placement}, "
              f"subnet {planned['subnet'] or 'chosen when it comes up'}" + (" (up)" if planned["up"] else ""),
              f"this host: {host['cpus']} cpus, {human_size(host['memory'])}; {nodes}",
-             f"guests: QEMU {guest['qemu']}, accel {accel}, {booted}",
-             f"root shared read-only over {guest['rootfs']}, vhost-net {'on' if guest['vhost'] else 'off'}; "
-             f"vCPUs held by {enforced['vcpus']}; memory: {enforced['memory']}"]
+             f"guests: QEMU {guest['qemu']} (machine {_machine(guest)}), accel {accel}, {booted}",
+             f"root shared read-only over {guest['rootfs']} ({guest['memory_backing']['kind']} memory, pages of "
+             f"{guest['memory_backing']['page_size']}, {guest['memory_backing']['thp']}), vhost-net "
+             f"{'asked' if guest['vhost'] else 'off'}; vCPUs held by {enforced['vcpus']}; "
+             f"{enforced['emulator_threads']}; memory: {enforced['memory']}"]
     if scaled:
         lines.append(f"sizes scaled from a {scaled['from']['cpus']}-cpu, {human_size(scaled['from']['memory'])} "
                      f"host to {scaled['to']['cpus']} cpus, {human_size(scaled['to']['memory'])}")
