@@ -191,3 +191,50 @@ def test_dry_run_on_a_fake_two_node_host_shows_numactl(tmp_path):
     lines = dry.lines(topo, host)
     starts = [shlex.split(line) for line in lines if "virtme-run" in line and not line.startswith("#")]
     assert [argv[:2] for argv in starts] == [["numactl", "--interleave=0,1"], ["numactl", "--membind=0"]]
+
+
+# ---- what a guest got, read from /proc: on this test's own memory, and a process of threads -------------------
+
+def test_a_mapping_of_the_guests_size_is_found_and_read_from_numa_maps():
+    import mmap
+
+    from vnetbench.topologies.qemu import seen
+
+    if not Path("/proc/self/numa_maps").exists():
+        pytest.skip("this kernel has no numa_maps (CONFIG_NUMA)")
+    size = 40 << 20  # an odd size, the only mapping of it: as a guest's RAM in its QEMU
+    ram = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        for offset in range(0, 8 << 20, 4096):  # touch 8 MiB of it
+            ram[offset] = 1
+        found = seen.memory(os.getpid(), size, (0,))
+        assert found["backing"] == "anonymous" and found["as_planned"] and found["policy"] == "default", found
+        assert 8 <= sum(found["mib_by_node"].values()) <= 10, found
+        assert seen.memory(os.getpid(), 1 << 40, (0,)) == {"problem": "no mapping of the guest's memory size in "
+                                                                      "its QEMU's maps"}
+    finally:
+        ram.close()
+
+
+def test_threads_other_than_the_vcpus_go_where_they_are_declared():
+    from vnetbench.topologies.qemu import seen
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one cpu: nothing to place a thread away from")
+    # a process of three threads standing in for a QEMU: its "vCPU" thread is its main one
+    proc = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
+                             "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                             "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        placed = seen.place(proc.pid, {proc.pid}, (cpus[-1],), [])
+        assert placed["emulator"] == {"threads": 2, "cpus": str(cpus[-1])} and placed["vhost_worker"] is None
+        assert placed["vcpus"]["threads"] == 1 and placed["vcpus"]["cpus"] != str(cpus[-1])
+        assert seen.vhost(False, "", proc.pid) == "userspace virtio (vhost not asked for)"
+        assert seen.vhost(True, "", proc.pid) == "fell back to userspace (no vhost worker of its QEMU)"
+        assert seen.vhost(True, "qemu: falling back on userspace virtio\n", proc.pid).startswith(
+            "fell back to userspace (qemu: falling back on userspace virtio")
+    finally:
+        proc.kill()
+        proc.wait()
