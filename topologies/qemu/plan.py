@@ -2,7 +2,7 @@
 
 ``layout()`` turns a qemu topology into the names, addresses and files of what the backend makes: the switch
 fabric (fabric.py: bridges, shaped uplinks, the head), and per VM a tap on its switch's bridge, a MAC and an
-address, the host cpus its vCPU threads are pinned to and the NUMA nodes its memory is bound to (sizing.py, as
+address, the host cpus its vCPU threads are pinned to and the NUMA nodes its memory is held to (sizing.py, as
 for emulated VMs), and its files in the topology's state directory (QMP socket, console log, pid file).
 ``launch_spec()`` places ranks on the VMs as the emulated VMs' ranks are placed (ranks.py) and starts them
 the way the hosts backend starts ranks on hosts: over SSH (sshlaunch.py), to the sshd in each guest.

@@ -1,4 +1,4 @@
-"""Does KVM run the guests here: a probe guest booted with what they will use, its answer kept for this boot of the host.
+"""Does KVM run the guests here: a probe guest booted with what they will use, its answer kept for this host boot.
 
 KVM is trusted only when a guest really boots with it: /dev/kvm can be present and answer its API while guests hang
 or abort (DESIGN.md, measured 2026-11-24), so ``--accel auto`` and ``kvm`` boot a small probe guest with KVM alone

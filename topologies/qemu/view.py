@@ -22,7 +22,7 @@ def describe_state(st: dict) -> dict:
     lay, seen = st["layout"], st.get("guests") or {}
     summary = guest_summary(st["guest"])
     # what each guest uses, read from it once up (seen.py); the topology's: theirs when they agree
-    used = sorted({str(seen.get(vm["name"], {}).get("vhost")) for vm in lay["vms"] if seen.get(vm["name"], {}).get("vhost")})
+    used = sorted({seen[vm["name"]]["vhost"] for vm in lay["vms"] if seen.get(vm["name"], {}).get("vhost")})
     summary["vhost"] = (used[0] if len(used) == 1 else used) if used else None
     vms = []
     for vm in lay["vms"]:
@@ -86,7 +86,8 @@ def preview(topology, host: HostFacts | None = None) -> dict:
     # what is known without a probe guest: auto's choice is made at bring-up
     rootfs = machine.root_share()
     shown["guest"] = {"accel": current["guest"]["accel"] if current else topology.guest.accel, "kernel": kernel,
-                      "machine": machine.MACHINE, "machine_type": machine.machine_type(), "qemu": machine.qemu_version(),
+                      "machine": machine.MACHINE, "machine_type": machine.machine_type(),
+                      "qemu": machine.qemu_version(),
                       "vhost": machine.vhost_net(), "rootfs": rootfs, "memory_backing": machine.backing(rootfs)}
     return shown
 
