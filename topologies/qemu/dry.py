@@ -85,7 +85,7 @@ def lines(topology, host=None) -> list[str]:
     out += [f"tc {line}" for line in fabric.shaping(lay.fabric)]
     for vm in lay.vms:
         own = plan.files(lay.id, vm.name)
-        command = guests.command(lay, vm, guest)
+        command = guests.launch_command(lay, vm, guest)
         virtme = command[len(plan.numactl(lay, vm)):]
         out += [f"# {vm.name}: started on cpus {format_cpulist(vm.cpus)} (its launcher's affinity), environment "
                 f"TMPDIR={own['tmp']} {guests.MARK}={guests.marker(lay.id, vm.name)}",

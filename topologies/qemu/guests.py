@@ -96,7 +96,7 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     return args
 
 
-def command(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
+def launch_command(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     """The whole command that starts ``vm``'s guest: numactl where the host has several NUMA nodes, virtme-run."""
     return [*numactl(lay, vm), machine.virtme_run() or "virtme-run", *options(lay, vm, guest)]
 
@@ -109,9 +109,10 @@ def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
         Path(own["tmp"]).mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "TMPDIR": own["tmp"], MARK: marker(lay.id, vm.name)}
         cpus = set(vm.cpus)
+        command = launch_command(lay, vm, guest)
         with open(own["console"], "wb") as console:
             # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
-            proc = subprocess.Popen(command(lay, vm, guest), stdin=subprocess.DEVNULL, stdout=console,
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     preexec_fn=lambda: os.sched_setaffinity(0, cpus))
         started[vm.name] = proc
