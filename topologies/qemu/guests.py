@@ -34,7 +34,8 @@ FAILED = re.compile(r"vnetbench-guest-failed (.*)")
 POLL = 0.2
 CACHED_TAG = "vnbroot"
 # Drivers a guest never uses that udev's coldplug (virtme-ng's init waits for it) would load at every boot: the
-# q35 machine's SATA controller and DVD drive, its platform devices, nested virtualization (QEMU's "max" and
+# q35 machine's (machine.MACHINE, under either accelerator: under KVM QEMU's default pc would load ata_piix and
+# floppy instead, past this list) SATA controller and DVD drive, its platform devices, nested virtualization (QEMU's "max" and
 # "host" CPUs carry SVM or VMX, so kvm loads inside the guest) and kernel crypto and checksum engines that
 # nothing in a guest of 9p, tmpfs and overlays calls. Each costs a module load and a device probe: under TCG
 # they were 3 of a boot's 12 s. Nothing vnetbench runs in a guest needs them, whatever the accelerator.
