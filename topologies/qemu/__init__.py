@@ -86,10 +86,19 @@ class QemuBackend(OnThisHost, Realised):
         return spec
 
     def own_cpu_seconds(self) -> float | None:
+        """The guests' QEMUs, and their vhost workers where those are kernel threads of their own (Linux < 6.4;
+        later ones are QEMU's threads, counted with it)."""
         from vnetbench.procs import cpu_seconds
 
-        return sum(cpu_seconds(facts["qemu_pid"]) for facts in (self.state.get("guests") or {}).values()
-                   if isinstance(facts.get("qemu_pid"), int))
+        from .seen import threads, vhost_workers
+
+        total = 0.0
+        for facts in (self.state.get("guests") or {}).values():
+            pid = facts.get("qemu_pid")
+            if isinstance(pid, int):
+                own = threads(pid)
+                total += cpu_seconds(pid) + sum(cpu_seconds(tid) for tid in vhost_workers(pid) if tid not in own)
+        return total
 
     def health(self) -> tuple[str, list[str]] | None:
         """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs
