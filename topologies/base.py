@@ -235,6 +235,13 @@ class Backend(ABC):
         """``topology show``'s text below its title: lines (str) and tables ((headers, rows))."""
         return [f"backend {cls.backend}"]
 
+    @classmethod
+    def dry_run(cls, topology) -> list[str]:
+        """``topology up|show --dry-run``: every command bringing ``topology`` up would run, one a line; nothing
+        is started."""
+        raise UsageError(f"--dry-run: topology {topology.name!r} (backend {cls.backend}) has no guests whose commands "
+                         f"to show; it applies to --vms qemu")
+
     # ---- life outside a run --------------------------------------------------------------
 
     @classmethod

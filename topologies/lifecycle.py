@@ -83,7 +83,7 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
             from .host import detect
 
             host = detect()
-        layout = kind.layout(topology, host, _subnet(topology, host))
+        layout = kind.layout(topology, host, subnet_for(topology, host))
         st = {"version": state.VERSION, "backend": kind.backend, "id": topology.id, "name": topology.name,
               "source": topology.source, "spec_hash": topology.spec_hash(), "spec": topology.to_dict(),
               "layout": layout, **kind.fields(topology, layout), "created": state.now(), "complete": False,
@@ -104,7 +104,17 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
         return st, True
 
 
-def _subnet(topology, host) -> ipaddress.IPv4Network:
+def is_up(kind: Kind, topology) -> bool:
+    """Is ``topology`` up as this backend's, complete, of the same spec, not stale and with nothing missing (what
+    ``bring_up`` attaches to rather than makes)? A read without the lock: a preflight asks it to spare checks that
+    only a bring-up needs; ``bring_up`` decides again under the lock."""
+    current = state.read(topology.id)
+    return (current is not None and _mine(kind, current) and current.get("complete")
+            and current["name"] == topology.name and current["spec_hash"] == topology.spec_hash()
+            and not state.stale(current) and not kind.missing(current))
+
+
+def subnet_for(topology, host) -> ipaddress.IPv4Network:
     """The topology's subnet, or a free /24 clear of the host's networks and of every topology that is up."""
     from .fabric import choose_subnet
 

@@ -15,6 +15,10 @@ from vnetbench.errors import UsageError
 from . import COMMANDS, common
 
 
+DRY_RUN = ("with --vms qemu: print every command bringing it up would run (the switches' and taps' ip and tc "
+           "lines, numactl, virtme-run's and QEMU's argv for each guest), starting nothing")
+
+
 def register(sub):
     parser = sub.add_parser("topology", help=COMMANDS["topology"], description=__doc__.replace("``", ""))
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -27,10 +31,12 @@ def register(sub):
     show.add_argument("--json", action="store_true", help="print the spec and the plan as JSON")
     show.add_argument("--spec", action="store_true",
                       help="print only the spec, as YAML: a starting point for a file of your own")
+    show.add_argument("--dry-run", action="store_true", help=DRY_RUN)
     show.set_defaults(func=handle_show)
     up = actions.add_parser("up", help="bring a topology up and leave it up")
     up.add_argument("ref", metavar="NAME|FILE")
     common.add_vms(up)
+    up.add_argument("--dry-run", action="store_true", help=DRY_RUN)
     up.set_defaults(func=handle_up)
     down = actions.add_parser("down", help="take a topology down")
     down.add_argument("ref", metavar="NAME|FILE")
@@ -71,6 +77,8 @@ def handle_show(args) -> int:
 
     topology = topologies.load(common.vm_ref(args, args.ref), what="NAME|FILE")
     backend = topologies.backend(topology.backend)
+    if args.dry_run:
+        return _dry_run(backend, topology)
     shown = {"spec": topology.to_dict(), "source": topology.source, **backend.preview(topology)}
     if args.spec:
         import yaml
@@ -89,6 +97,8 @@ def handle_up(args) -> int:
     from vnetbench import topologies
 
     topology = topologies.load(common.vm_ref(args, args.ref), what="NAME|FILE")
+    if args.dry_run:
+        return _dry_run(topologies.backend(topology.backend), topology)
     started = time.monotonic()
     lines = topologies.backend(topology.backend).up(topology)
     took = time.monotonic() - started
@@ -96,6 +106,11 @@ def handle_up(args) -> int:
     print(first.replace("{took}", f"{took:.2f} s"))
     for line in rest:
         print(f"  {line}")
+    return 0
+
+
+def _dry_run(backend, topology) -> int:
+    print("\n".join(backend.dry_run(topology)))
     return 0
 
 

@@ -113,9 +113,9 @@ def test_only_tcg_guests_skip_zeroing_their_pages_and_waking_qemus_main_loop_for
 
     assert "--disable-kvm" in tcg and "init_on_alloc=0" in kernel_options(tcg)
     assert "--disable-kvm" not in kvm and not any("init_on_alloc" in option for option in kernel_options(kvm))
-    assert kvm[-2:] == ["-machine", "accel=kvm"] and "virtio-pci.ioeventfd=off" not in kvm
+    assert kvm[-2:] == ["-machine", "q35,accel=kvm"] and "virtio-pci.ioeventfd=off" not in kvm
     # and QEMU handles a TCG guest's virtqueue kicks in its vCPU thread, where an ioeventfd only adds a main-loop wake
-    assert tcg[-2:] == ["-global", "virtio-pci.ioeventfd=off"] and "accel=kvm" not in tcg
+    assert tcg[-4:] == ["-machine", "q35", "-global", "virtio-pci.ioeventfd=off"] and "accel=kvm" not in tcg
     assert kernel_options(tcg)[0] == kernel_options(kvm)[0] == f"modprobe.blacklist={','.join(guests.UNUSED_MODULES)}"
 
 

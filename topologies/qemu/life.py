@@ -22,19 +22,31 @@ BOOT_TIMEOUT = {"kvm": 60.0, "tcg": 300.0}
 
 
 def preflight(topology) -> None:
-    """Refuse, before anything is made, what this host cannot do: tools, netem for a delay, the kernel, KVM
-    (``auto``: the probe guest); what was decided is kept for ``_fields``."""
+    """Refuse, before anything is made, what this host cannot do: tools, netem for a delay, the kernel, NUMA
+    nodes' memory, KVM (``auto``: the probe guest); what was decided is kept for ``_fields``. For a topology whose
+    guests are up, only the tools: its guests answer for themselves, and a probe guest would only compete with
+    them (or refuse a run they would serve)."""
     machine.require()
+    if lifecycle.is_up(KIND, topology):
+        return
     fabric.require_netem(topology)
     guest(topology)
 
 
 def guest(topology) -> dict:
     """How ``topology``'s guests boot on this host (the state's ``guest``); UsageError when they cannot."""
+    from . import probe
+
     chosen = machine.kernel(topology.guest.kernel)
-    accel = machine.accel(topology.guest.accel, chosen["image"])
+    vhost, rootfs = machine.vhost_net(), machine.root_share()
+    accel, probed = probe.accel(topology.guest.accel, chosen["image"], probe.needs(topology, vhost, rootfs))
+    why = "/dev/vhost-net opens" if vhost else "/dev/vhost-net does not open here"
+    if probed and probed.get("vhost"):
+        vhost, why = False, f"the KVM probe guest's QEMU fell back to userspace virtio ({probed['vhost']})"
     return {"engine": "qemu", "accel": accel, "asked": topology.guest.accel, "kernel": chosen,
-            "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share(),
+            "machine": machine.MACHINE, "qemu": machine.qemu_version(), "vhost": vhost, "vhost_why": why,
+            "rootfs": rootfs, "memory_backing": machine.backing(rootfs),
+            "probe": None if probed is None else {"cached": probed["cached"], "at": probed["at"]},
             "boot_timeout": topology.guest.boot_timeout or BOOT_TIMEOUT[accel]}
 
 

@@ -86,7 +86,7 @@ def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
     rest = {key: value for key, value in data.items() if key != "guest"}
     fitted = sizing.fit(rest, source, lines, host,
                         checks=(sizing.one_host("the qemu backend runs its guests on this one host"),))
-    problems = memory_problems(fitted, host)
+    problems = memory_problems(fitted, host) + vcpu_problems(fitted)
     if problems:
         raise SpecError(validation.report(source, lines, problems))
     topology = QemuTopology.model_construct(**{name: getattr(fitted, name) for name in Topology.model_fields},
@@ -107,7 +107,28 @@ def memory_problems(topology, host=None) -> list[tuple[tuple, str]]:
     if total > host.memory:
         problems.append((("vms",), f"the guests' memory adds up to {units.human_size(total)}, above this host's "
                                    f"{units.human_size(host.memory)}; give the VMs less memory"))
+    elif not problems:
+        import ipaddress
+
+        from . import plan
+
+        lay = plan.layout(topology, host, ipaddress.IPv4Network("192.0.2.0/24"))  # addresses play no part here
+        problems += [(("vms",), f"{problem}; give its VMs less memory, or place them on other nodes (numa, "
+                                f"memory_policy)") for problem in plan.capacity_problems(lay, host.memory_by_node)]
     return problems
+
+
+def vcpu_problems(topology) -> list[tuple[tuple, str]]:
+    """A guest's vCPUs within what QEMU's machine type takes (QEMU asked once; not checked without QEMU, which
+    the backend's preflight then refuses)."""
+    from . import machine
+
+    found = machine.machine_type()
+    if not found or not found.get("max_cpus"):
+        return []
+    return [(("vms", i, "vcpus"), f"{vm.vcpus} vCPUs are more than QEMU's {machine.MACHINE} machine "
+                                  f"({found['name']}) takes; allowed: 1 to {found['max_cpus']}")
+            for i, vm in enumerate(topology.vms) if vm.vcpus > found["max_cpus"]]
 
 
 # ---- refs -----------------------------------------------------------------------------------
