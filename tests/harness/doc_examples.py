@@ -22,6 +22,7 @@ MARKS = {
     "runs": "mpi",
     "dry-run": "mpi",
     "runs as root": "emulation",
+    "runs with LAMMPS": "apps",
     "long": "",
     "installs": "",
     "needs a KVM host": "",
