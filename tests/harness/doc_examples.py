@@ -23,6 +23,7 @@ MARKS = {
     "dry-run": "mpi",
     "runs as root": "emulation",
     "runs with LAMMPS": "apps",
+    "runs with Debian's MPIs": "mpi_flavours",
     "long": "",
     "installs": "",
     "needs a KVM host": "",
@@ -35,6 +36,7 @@ FENCE = re.compile(r"^```(\S*)\s*$")
 # and compare have something to read: the default store, and the two files the examples compare
 STUDY = ROOT / "tests" / "data" / "stores" / "study.jsonl"
 SEEDED = ("baseline.jsonl", "current.jsonl")
+HELLO = ROOT / "tests" / "mpi_flavours" / "hello.c"  # the C program docs/mpi.md compiles
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,37 @@ def parse(argv: list[str]) -> None:
         sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, extra, app=app)
 
 
+EXIT = re.compile(r"\(exit (\d+)\)\s*$")
+
+
+def script(block: Block) -> str:
+    """The block as bash runs it: as written, but a command whose comment, or a comment line right after it,
+    ends in ``(exit N)`` must exit N (and goes on), as the docs write what a refused command does."""
+    lines, out, i = block.text.splitlines(), [], 0
+    while i < len(lines):
+        command = [lines[i]]
+        while command[-1].endswith("\\") and i + 1 < len(lines):
+            i += 1
+            command.append(lines[i])
+        notes = []
+        while i + 1 < len(lines) and lines[i + 1].lstrip().startswith("#"):
+            i += 1
+            notes.append(lines[i])
+        i += 1
+        text = "\n".join(command)
+        expected = next((m.group(1) for m in map(EXIT.search, [command[-1], *notes]) if m), None)
+        if expected is None or text.lstrip().startswith("#"):
+            out += [text, *notes]
+            continue
+        out.append(f"rc=0; bash -c {shlex.quote(text)} || rc=$?; [ \"$rc\" -eq {expected} ] || "
+                   f"{{ echo \"{block.where}: expected exit {expected}, got $rc: \"{shlex.quote(text)} >&2; exit 1; }}")
+    return "\n".join(out)
+
+
 def run(block: Block, folder: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the block with bash (-e -u -o pipefail) in ``folder``, where ``vnetbench`` and ``.venv/bin/vnetbench``
-    are this venv's; under the mark ``dry-run`` every ``vnetbench sweep`` gets ``--dry-run``."""
+    """Run the block (``script``) with bash (-e -u -o pipefail) in ``folder``, where ``vnetbench`` and
+    ``.venv/bin/vnetbench`` are this venv's; under the mark ``dry-run`` every ``vnetbench sweep`` gets
+    ``--dry-run``."""
     real = Path(sys.executable).parent / "vnetbench"
     shim = folder / ".venv" / "bin" / "vnetbench"
     shim.parent.mkdir(parents=True, exist_ok=True)
@@ -141,11 +171,12 @@ def run(block: Block, folder: Path, timeout: float = 120) -> subprocess.Complete
     (folder / "vnetbench-results").mkdir(exist_ok=True)
     for name in ("vnetbench-results/results.jsonl", *SEEDED):
         shutil.copyfile(STUDY, folder / name)
+    shutil.copyfile(HELLO, folder / "hello.c")
     for name in ("examples", "ansible"):  # the examples name the repository's files by relative paths
         if not (folder / name).exists():
             (folder / name).symlink_to(ROOT / name)
     env = dict(os.environ, PATH=os.pathsep.join([str(shim.parent), os.environ.get("PATH", "")]))
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=folder, env=env,
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script(block)], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
