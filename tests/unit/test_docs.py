@@ -117,3 +117,12 @@ def slug(heading: str) -> str:
     # as MkDocs's toc extension (and GitHub, for these headings) makes anchors
     text = re.sub(r"[^\w\s-]", "", heading.lower()).strip()
     return re.sub(r"[-\s]+", "-", text)
+
+
+@pytest.mark.parametrize("text, ok", [("sh -c 'exit 2'   # refused (exit 2)\ntrue", True),
+                                      ("sh -c 'exit 2'\n# vnetbench: error: ...   (exit 2)\ntrue", True),
+                                      ("true   # (exit 2)", False), ("sh -c 'exit 1'   # (exit 2)", False),
+                                      ("false   # exit 1 on a regression\ntrue", False)])
+def test_a_runnable_example_exits_as_its_comment_says(tmp_path, text, ok):
+    block = doc_examples.Block(ROOT / "README.md", 1, "sh", "runs", text)
+    assert (doc_examples.run(block, tmp_path, timeout=30).returncode == 0) == ok
