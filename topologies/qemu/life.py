@@ -32,7 +32,7 @@ def preflight(topology) -> None:
 def guest(topology) -> dict:
     """How ``topology``'s guests boot on this host (the state's ``guest``); UsageError when they cannot."""
     chosen = machine.kernel(topology.guest.kernel)
-    accel = machine.accel(topology.guest.accel, chosen["image"])
+    accel = machine.accel(topology.guest.accel, chosen["image"], topology.given("accel"))
     return {"engine": "qemu", "accel": accel, "asked": topology.guest.accel, "kernel": chosen,
             "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share(),
             "boot_timeout": topology.guest.boot_timeout or BOOT_TIMEOUT[accel]}

@@ -174,14 +174,17 @@ def kvm_probe(image: str) -> str | None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def accel(asked: str, image: str, what: str = "--accel") -> str:
-    """The accelerator the guests run with for ``asked`` (auto, kvm, tcg); UsageError saying why not KVM."""
+def accel(asked: str, image: str, given: tuple[str, str] | None = None) -> str:
+    """The accelerator the guests run with for ``asked`` (auto, kvm, tcg); UsageError saying why not KVM. ``given``:
+    (where ``asked`` came from, how to ask for another value there), as ``QemuTopology.given`` says."""
     if asked == "tcg":
         return "tcg"
     # kvm as well as auto: a guest that cannot boot with KVM is refused in seconds, not after a boot timeout
     problem = kvm_problem() or kvm_probe(image)
     if problem:
-        raise UsageError(f"{what} {asked}: KVM cannot run the guests here: {problem}; {TCG_WHY}")
+        what, other = given or (f"--accel {asked}", "--accel {}")
+        raise UsageError(f"{what}: KVM cannot run the guests here: {problem}; "
+                         f"{TCG_WHY.replace('--accel tcg', other.format('tcg'))}")
     return "kvm"
 
 
