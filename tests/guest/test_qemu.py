@@ -183,7 +183,10 @@ def test_refusals_start_nothing(tmp_path):
     no_qemu = {**os.environ, "PATH": f"{BIN}:{tools}"}
     huge = tmp_path / "huge.yaml"
     huge.write_text(ONE.read_text().replace("memory: 512MB", "memory: 20GB"))
+    kvm = tmp_path / "kvm.yaml"  # guest.accel: kvm asked by the file: the refusal names the file and field
+    kvm.write_text(ONE.read_text().replace("accel: tcg", "accel: kvm"))
     cases = [
+        (["topology", "up", kvm], None, f"{kvm}:6: guest.accel kvm: KVM cannot run the guests here"),
         (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "tcg"], no_qemu,
          "--vms qemu: this host lacks qemu-system-x86_64"),
         (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "warp"], None,
@@ -195,8 +198,8 @@ def test_refusals_start_nothing(tmp_path):
          "KVM cannot run the guests here"),
     ]
     for args, env, expected in cases:
-        if expected.startswith("KVM") and not os.path.exists("/dev/kvm"):
-            expected = "no /dev/kvm"
+        if "KVM cannot" in expected and not os.path.exists("/dev/kvm"):
+            expected = expected.replace("KVM cannot run the guests here", "KVM cannot run the guests here: no /dev/kvm")
         done = cli(*args, env=env, timeout=120)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], f"{args}: {done.stderr}"
