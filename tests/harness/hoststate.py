@@ -20,9 +20,9 @@ OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvut])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 SANDBOX_LANE = "VNETBENCH_TEST_SANDBOX_LANE"  # set by tests/harness/lanes.py in its second lane
 # processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, or
-# of a qemu backend's guest (QEMU, virtme-ng's launcher)
+# of a qemu backend's guest (QEMU, virtme-ng's launcher, a run's watchdog of its guests)
 JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun|qemu-system-x86|virtme-run)$")
-JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.agent)?( |$)")
+JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.(agent|watchdog))?( |$)")
 
 
 def _json(*argv) -> list:
