@@ -48,8 +48,9 @@ def test_planted_symlinks_under_tmp_are_never_followed():
         def probe() -> str:
             # nobody: the install is root's and HOME does not exist, so numba needs the fallback for real
             env = {"PATH": os.environ["PATH"], "HOME": "/nonexistent", "TMPDIR": str(tmp)}
-            done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                                   sys.executable, str(tmp / "probe" / "probe.py")], env=env, capture_output=True, text=True, timeout=120)
+            argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
+                    str(tmp / "probe" / "probe.py")]
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr
             return done.stdout.strip()
 
