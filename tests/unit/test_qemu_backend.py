@@ -257,6 +257,40 @@ def test_stopping_a_guest_ends_what_its_launcher_forked_as_it_was_ended(tmp_path
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_runs_watchdog_ends_its_guests_once_the_run_is_gone_even_by_sigkill(tmp_path, monkeypatch):
+    """The watchdog's own part (watchdog.main) with a stand-in guest (a fake: a process marked as a guest's are,
+    since no QEMU boots in this tier) and a real run process killed with SIGKILL; tests/guest kills a real run."""
+    import threading
+    import time
+
+    from vnetbench.topologies.qemu import watchdog
+
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    (tmp_path / "abcd").mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    guest = subprocess.Popen(sleeper, env={"PATH": "/usr/bin:/bin", guests.MARK: str(tmp_path / "abcd" / "vm1")})
+    run = subprocess.Popen(sleeper)
+    try:
+        deadline = time.monotonic() + 10
+        while not guests.processes({"abcd"}) and time.monotonic() < deadline:  # its environment readable
+            time.sleep(0.05)
+        owner = {"pid": run.pid, "start": state.start_time(run.pid)}
+        watching = threading.Thread(target=watchdog.main, args=(["abcd", str(owner["pid"]), str(owner["start"])],))
+        watching.start()
+        time.sleep(2 * watchdog.POLL_S)
+        assert watching.is_alive() and guest.poll() is None, "the run is alive: its guests stay"
+        run.kill()
+        killed = time.monotonic()
+        watching.join(10)
+        assert not watching.is_alive() and guest.wait(5) is not None
+        assert time.monotonic() - killed < 5 and guests.processes({"abcd"}) == {}
+    finally:
+        for proc in (guest, run):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
 def test_guest_kernel_that_is_no_regular_file_is_named_for_what_it_is(tmp_path):
     import argparse
 

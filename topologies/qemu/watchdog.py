@@ -27,11 +27,21 @@ def start(topology_id: str, owner: dict) -> None:
                      start_new_session=True, close_fds=True)
 
 
+def _running(owner: dict) -> bool:
+    """The run's process is there and not a zombie (dead, its parent not yet told)."""
+    from vnetbench import procs
+
+    from .. import state
+
+    fields = procs.stat_fields(owner["pid"])
+    return state.alive(owner) and bool(fields) and fields[0] != "Z"
+
+
 def main(argv: list[str]) -> int:
     from .. import state
 
     topology_id, owner = argv[0], {"pid": int(argv[1]), "start": int(argv[2])}
-    while state.alive(owner):
+    while _running(owner):
         if not state.directory(topology_id).exists():
             return 0  # taken down already (its teardown also ends this process)
         time.sleep(POLL_S)
