@@ -75,7 +75,7 @@ def vm_ref(args, ref: str, *, lone: bool = True) -> str:
         given = [name for value, name in ((accel, "--accel"), (kernel, "--guest-kernel")) if value]
         if not given:
             return ref
-        if not _of_qemu_guests(ref):
+        if _backend_of(ref) != "qemu":
             raise UsageError(f"{given[0]}: only with --vms qemu or a topology file of backend: qemu")
     if kernel:
         import os
@@ -90,7 +90,7 @@ def vm_ref(args, ref: str, *, lone: bool = True) -> str:
 
     from vnetbench.topologies import presets
 
-    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms"):
+    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or lone and _backend_of(ref) == "local":
         if lone:
             raise UsageError(f"--vms qemu: {ref} has no VMs to boot as QEMU guests (it runs on this host); drop "
                              f"--vms qemu, or name a topology with VMs")
@@ -108,15 +108,16 @@ def vm_ref(args, ref: str, *, lone: bool = True) -> str:
     return f"qemu:{ref}" + (f"?{urlencode(settings, safe='/')}" if settings else "")
 
 
-def _of_qemu_guests(ref: str) -> bool:
-    """Whether ``ref`` is a topology file that says ``backend: qemu`` (its guests take --accel/--guest-kernel)."""
+def _backend_of(ref: str) -> str | None:
+    """The backend of the topology file ``ref`` (``qemu``: its guests take --accel/--guest-kernel; ``local``: no VM
+    to boot), or None when ``ref`` is no file."""
     from pathlib import Path
 
     if not Path(ref).is_file():
-        return False
+        return None
     from vnetbench import topologies
 
-    return topologies.load(ref).backend == "qemu"
+    return topologies.load(ref).backend
 
 
 def add_ranks(parser, *, required: bool = False) -> None:

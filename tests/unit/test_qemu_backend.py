@@ -191,7 +191,7 @@ def test_compare_gives_tcg_runs_no_verdict_but_n_a():
     assert plain.regressed  # the same numbers on a real CPU are a regression
 
 
-def test_vms_option_names_what_it_applies_to():
+def test_vms_option_names_what_it_applies_to(tmp_path):
     import argparse
 
     from vnetbench.commands import common
@@ -205,6 +205,10 @@ def test_vms_option_names_what_it_applies_to():
     with pytest.raises(UsageError, match=r"^--vms qemu: native has no VMs to boot as QEMU guests"):
         common.vm_ref(args(vms="qemu", accel="tcg"), "native")
     assert common.vm_ref(args(vms="qemu", accel="tcg"), "native", lone=False) == "native"
+    here = tmp_path / "here.yaml"  # a topology file of this host alone, as native
+    here.write_text("name: here\nbackend: local\n")
+    with pytest.raises(UsageError, match=rf"^--vms qemu: {here} has no VMs to boot as QEMU guests"):
+        common.vm_ref(args(vms="qemu"), str(here))
     with pytest.raises(UsageError, match="--accel: only with --vms qemu or a topology file of backend: qemu"):
         common.vm_ref(args(accel="kvm"), "1vm")
     with pytest.raises(UsageError, match="--guest-kernel: /none: no such file"):
