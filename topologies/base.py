@@ -268,9 +268,10 @@ class Backend(ABC):
         return []
 
     @classmethod
-    def cleanup(cls, everything: bool = False) -> list[str]:
+    def cleanup(cls, everything: bool = False, force: bool = False) -> list[str]:
         """``topology cleanup``: remove what crashed runs left behind (with ``everything``, also what ``up``
-        left up); what was removed, one phrase each. Cheap and silent where the backend made nothing."""
+        left up; never a topology a live run holds, unless ``force``); what was removed, one phrase each. Cheap
+        and silent where the backend made nothing."""
         return []
 
     # ---- hosts and batch -----------------------------------------------------------------

@@ -13,7 +13,7 @@ from vnetbench.errors import LaunchError, UsageError
 
 from .. import fabric, lifecycle, linux, state
 from ..host import HostFacts
-from . import guests, machine, plan, sshd
+from . import guests, machine, plan, sshd, watchdog
 
 BACKEND = "qemu"
 # from start to sshd answering, when the topology does not say (guest.boot_timeout): KVM boots in seconds, two
@@ -39,7 +39,8 @@ def guest(topology) -> dict:
 
     chosen = machine.kernel(topology.guest.kernel)
     vhost, rootfs = machine.vhost_net(), machine.root_share()
-    accel, probed = probe.accel(topology.guest.accel, chosen["image"], probe.needs(topology, vhost, rootfs))
+    accel, probed = probe.accel(topology.guest.accel, chosen["image"], probe.needs(topology, vhost, rootfs),
+                                 topology.given("accel"))
     why = "/dev/vhost-net opens" if vhost else "/dev/vhost-net does not open here"
     if probed and probed.get("vhost"):
         vhost, why = False, f"the KVM probe guest's QEMU fell back to userspace virtio ({probed['vhost']})"
@@ -67,12 +68,14 @@ def _fields(topology, layout: dict) -> dict:
 
 
 def create(st: dict) -> None:
-    """Make what ``st`` names: keys, the fabric with each VM's tap on its bridge, shaping, then the guests,
-    all booting at once; ``st["guests"]`` what each said once its sshd answers."""
+    """Make what ``st`` names: keys, the fabric with each VM's tap on its bridge, shaping, a run's watchdog, then
+    the guests, all booting at once; ``st["guests"]`` what each said once its sshd answers."""
     lay = plan.Layout.from_dict(st["layout"])
     sshd.make(lay.id, [vm.address for vm in lay.vms])
     fabric.create(lay.fabric, plan.tap_lines(lay))
     linux.tc_batch(fabric.shaping(lay.fabric))
+    if st.get("owner"):  # a run's guests end with it, even when it is killed with SIGKILL
+        watchdog.start(lay.id, st["owner"])
     started = guests.start(lay, st["guest"])
     st["guests"] = guests.wait_ready(lay, st["guest"], started, st["guest"]["boot_timeout"])
 

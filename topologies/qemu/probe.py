@@ -160,8 +160,9 @@ def answer(image: str, probed: dict) -> dict:
     return {**fresh, "cached": False}
 
 
-def accel(asked: str, image: str, probed: dict, what: str = "--accel") -> tuple[str, dict | None]:
-    """(the accelerator for ``asked``, the probe's answer or None); UsageError saying why not KVM."""
+def accel(asked: str, image: str, probed: dict, given: tuple[str, str] | None = None) -> tuple[str, dict | None]:
+    """(the accelerator for ``asked``, the probe's answer or None); UsageError saying why not KVM. ``given``:
+    (where ``asked`` came from, how to ask for another value there), as ``QemuTopology.given`` says."""
     if asked == "tcg":
         return "tcg", None
     # kvm as well as auto: a guest that cannot boot with KVM is refused in seconds, not after a boot timeout
@@ -173,5 +174,7 @@ def accel(asked: str, image: str, probed: dict, what: str = "--accel") -> tuple[
         if problem and found.get("cached"):
             problem += f" (probed {time.strftime('%H:%M', time.localtime(found['at']))}, kept for this boot in {CACHE})"
     if problem:
-        raise UsageError(f"{what} {asked}: KVM cannot run the guests here: {problem}; {machine.TCG_WHY}")
+        what, other = given or (f"--accel {asked}", "--accel {}")
+        raise UsageError(f"{what}: KVM cannot run the guests here: {problem}; "
+                         f"{machine.TCG_WHY.replace('--accel tcg', other.format('tcg'))}")
     return "kvm", found
