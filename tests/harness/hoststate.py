@@ -262,6 +262,8 @@ class Watch:
     """
 
     def __enter__(self) -> "Watch":
+        # (under pytest, settle its temporary tree first - tmp_path_factory.getbasetemp() - or a first tmp_path
+        # asked for inside would be made in this folder, and go with it)
         self.token = secrets.token_hex(8)
         self.tmp = tempfile.mkdtemp(prefix="vnbtest-")
         self._saved = {key: os.environ.get(key) for key in (MARK, "TMPDIR")}
