@@ -113,7 +113,7 @@ def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
         command = launch_command(lay, vm, guest)
         with open(own["console"], "wb") as console:
             # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console,
+            proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=console,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     preexec_fn=lambda: os.sched_setaffinity(0, cpus))
         started[vm.name] = proc

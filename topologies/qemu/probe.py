@@ -111,7 +111,7 @@ def run(image: str, probed: dict) -> dict:
     began = time.monotonic()
     try:
         with open(console, "w") as out:
-            proc = subprocess.Popen(argv(image, probed), stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen(list(argv(image, probed)), stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, "TMPDIR": work})
             try:
