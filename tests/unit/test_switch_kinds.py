@@ -107,3 +107,17 @@ def test_a_state_from_before_kinds_reads_as_bridges():
     again = plan.Layout.from_dict(lay)
     assert {sw.kind for sw in again.switches} == {"bridge"}
     assert [row["kind"] for row in fabric.describe_switches(lay, None)] == ["bridge", "bridge"]
+
+
+def test_report_keeps_kinds_and_datapaths_apart():
+    from vnetbench.analysis.records import topology_name
+
+    def named(name, *switches):
+        return topology_name({"topology": {"name": name, "switches": list(switches)}})
+
+    assert named("2vm-2vswitch", {"name": "s", "bridge": "b"}) == "2vm-2vswitch"  # records from before kinds
+    assert named("2vm-2vswitch", {"kind": "bridge"}) == "2vm-2vswitch"
+    assert named("2vm-2vswitch-ovs", {"kind": "ovs", "datapath": "netdev"}) == "2vm-2vswitch-ovs (netdev)"
+    assert named("2vm-2vswitch-ovs", {"kind": "ovs", "datapath": "system"}) == "2vm-2vswitch-ovs (system)"
+    assert named("2vm-1vswitch-macvlan", {"kind": "macvlan"}) == "2vm-1vswitch-macvlan"
+    assert named("mine", {"kind": "ovs", "datapath": "netdev"}, {"kind": "bridge"}) == "mine (ovs netdev)"
