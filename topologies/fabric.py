@@ -132,15 +132,17 @@ def require_netem(topology) -> None:
                             f"this kernel lacks (sch_netem); remove delay, or run on a kernel with netem")
 
 
-def require_switches(topology, kinds: tuple[str, ...] | None = None, backend: str = "") -> None:
-    """Refuse (UsageError, one line, nothing started) a switch whose kind this host cannot make, or which the
-    backend does not take (``kinds``: those it takes; None: every kind)."""
+def require_switches(topology, backend: str = "", guests: bool = False) -> None:
+    """Refuse (UsageError, one line, nothing started) a switch whose kind this host cannot make, or, for a backend
+    of QEMU ``guests``, a kind that cannot take a guest's link yet (its driver's ``takes_guests``)."""
     for i, sw in enumerate(topology.switches):
         kind = getattr(sw, "kind", switches.DEFAULT)
-        if kinds is not None and kind not in kinds:
+        driver = switches.driver(kind)
+        if guests and not driver.takes_guests:
+            able = [name for name in switches.names() if switches.driver(name).takes_guests]
             raise UsageError(f"{topology.locate('switches', i, 'kind')}: the {backend} backend does not take switches "
-                             f"of kind {kind} yet; allowed: {', '.join(kinds)}")
-        switches.driver(kind).require(topology, i)
+                             f"of kind {kind} yet ({driver.takes_guests_not}); allowed: {', '.join(able)}")
+        driver.require(topology, i)
 
 
 def names(topology_id: str) -> dict:

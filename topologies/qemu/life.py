@@ -30,7 +30,7 @@ def preflight(topology) -> None:
     if lifecycle.is_up(KIND, topology):
         return
     fabric.require_netem(topology)
-    fabric.require_switches(topology, ("bridge", "ovs"), BACKEND)
+    fabric.require_switches(topology, BACKEND, guests=True)
     guest(topology)
 
 

@@ -72,6 +72,9 @@ class Driver:
     host_side = True
     # is the switch a Linux bridge, on which the head's address can sit itself?
     is_bridge = False
+    # can a QEMU guest's link (``tap_lines``) be put on it, and if not why
+    takes_guests = True
+    takes_guests_not = ""
 
     @classmethod
     def require(cls, topology, index: int) -> None:

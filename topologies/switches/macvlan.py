@@ -35,6 +35,8 @@ def parent(sw) -> str:
 @KINDS.register("macvlan")
 class Macvlan(Driver):
     host_side = False
+    takes_guests = False
+    takes_guests_not = "a guest's macvtap is a character device its QEMU would have to open itself"
 
     @classmethod
     def require(cls, topology, index):
