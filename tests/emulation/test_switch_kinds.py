@@ -293,3 +293,18 @@ def test_an_ovs_vswitchd_whose_database_ovs_vsctl_cannot_reach_is_one_line_and_e
             deadline = time.monotonic() + 10
             while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
                 time.sleep(0.05)
+
+
+@requires_ovs
+def test_the_kernel_datapath_on_a_kernel_without_it_is_one_line_and_exit_2(kinds_clean, tmp_path):
+    from vnetbench.topologies.switches import ovs
+
+    if ovs.kernel_datapath():
+        pytest.skip("this kernel has the openvswitch module: datapath system is available")
+    kinds_clean("2vm-1vswitch", "ovs")
+    spec = tmp_path / "system.yaml"
+    spec.write_text("name: t43-system\nswitches:\n  - {name: sw, kind: ovs, datapath: system}\n"
+                    "vms:\n  - {name: a, vcpus: 1, memory: 256M, switch: sw}\n")
+    proc = vnetbench("topology", "up", spec, check=2)
+    assert proc.stderr.count("\n") == 1 and "datapath system needs the kernel's openvswitch module" in proc.stderr
+    assert not OWN_OVS.exists()
