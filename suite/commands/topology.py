@@ -142,7 +142,8 @@ def handle_down(args) -> int:
             return 0
     if topology is None and why is not None:
         raise why
-    print(f"vnetbench: {args.ref} is not up; nothing to do")
+    shown = topology.name if topology is not None and args.ref.startswith("switch:") else args.ref  # --switch's twin
+    print(f"vnetbench: {shown} is not up; nothing to do")
     return 0
 
 
