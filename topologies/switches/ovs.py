@@ -27,6 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from vnetbench import procs
 from vnetbench.errors import LaunchError, UsageError
 
 from .. import linux, state
@@ -77,21 +78,27 @@ def missing_tools() -> list[str]:
 
 
 def _pid(pidfile: Path, comm: str) -> int | None:
-    """The pid in ``pidfile`` when that process runs and is ``comm`` (never another process reusing the pid)."""
+    """The pid in ``pidfile`` when that process runs and is ``comm`` (never another process reusing the pid); a
+    killed daemon that is not reaped yet (a zombie: its parent, once it detached, is whatever reaps orphans here)
+    runs no more."""
     try:
         pid = int(pidfile.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if linux.command_name(pid) == comm else None
+    return pid if _running(pid, comm) else None
 
 
 def own_running() -> bool:
     return _pid(RUN / "ovsdb-server.pid", "ovsdb-server") is not None
 
 
+def _running(pid: int, comm: str) -> bool:
+    fields = procs.stat_fields(pid)
+    return linux.command_name(pid) == comm and bool(fields) and fields[0] != "Z"
+
+
 def _vswitchds() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()
-            and linux.command_name(int(entry)) == "ovs-vswitchd"]
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _running(int(entry), "ovs-vswitchd")]
 
 
 def vsctl(db: str | None, *args: str, wait: bool = True, check: bool = True, timeout: int = 10):
@@ -158,6 +165,10 @@ def start_own() -> None:
     _start(["ovsdb-server", str(db), f"--remote=punix:{RUN}/db.sock", f"--pidfile={RUN}/ovsdb-server.pid",
             f"--unixctl={RUN}/ovsdb-server.ctl", f"--log-file={RUN}/ovsdb-server.log", "--detach"])
     vsctl(OWN_DB, "init", wait=False)
+    start_vswitchd()
+
+
+def start_vswitchd() -> None:
     _start(["ovs-vswitchd", OWN_DB, f"--pidfile={RUN}/ovs-vswitchd.pid", f"--unixctl={RUN}/ovs-vswitchd.ctl",
             f"--log-file={RUN}/ovs-vswitchd.log", "--detach", *([] if kernel_datapath() else ["--disable-system"])])
 
@@ -171,9 +182,9 @@ def stop_own() -> list[str]:
             continue
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_WAIT
-        while linux.command_name(pid) == name and time.monotonic() < deadline:
+        while _pid(RUN / f"{name}.pid", name) == pid and time.monotonic() < deadline:
             time.sleep(0.05)
-        if linux.command_name(pid) == name:
+        if _pid(RUN / f"{name}.pid", name) == pid:
             os.kill(pid, signal.SIGKILL)
         stopped.append(f"{name} (pid {pid}, started by vnetbench)")
     # a tap ours made, when no other ovs-vswitchd (the host's) runs that could be using it
@@ -188,6 +199,8 @@ def choose() -> tuple[str | None, bool]:
     """The OVS to add bridges to: vnetbench's own if it runs, else the host's if it runs and answers, else
     vnetbench's own, started now. (db, started by vnetbench)."""
     if own_running():
+        if _pid(RUN / "ovs-vswitchd.pid", "ovs-vswitchd") is None:
+            start_vswitchd()  # killed while another topology kept the database: it comes back with their bridges
         return OWN_DB, True
     if _pid(SYSTEM_RUN / "ovs-vswitchd.pid", "ovs-vswitchd") and system_answers():
         return None, False
