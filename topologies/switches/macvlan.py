@@ -2,9 +2,10 @@
 with no learning bridge: the kernel hands a frame to the device whose MAC it is addressed to.
 
 The parent is a veth ``vnbIDs<n>`` (its peer ``vnbIDs<n>x`` up and unused: carrier, and a kernel without the
-dummy driver) for a switch without an uplink, else the uplink's switch-side veth end, so that what is for no VM of the switch leaves through the uplink (its tbf shapes it: a macvlan sends
-through its parent's qdisc). A namespace's ``eth0`` is made as a macvlan inside it; a QEMU guest's link would
-be a macvtap (``tap_lines``), whose character device the guest's QEMU opens.
+dummy driver) for a switch without an uplink, else the uplink's switch-side veth end, so that what is for no VM
+of the switch leaves through the uplink (its tbf shapes it: a macvlan sends through its parent's qdisc). A
+namespace's ``eth0`` is made as a macvlan inside it; a QEMU guest's link would be a macvtap (``tap_lines``),
+whose character device the guest's QEMU would have to open: the qemu backend does not take this kind yet.
 """
 
 import functools
