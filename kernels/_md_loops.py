@@ -344,3 +344,101 @@ def warm_up() -> None:
     wrap(x.copy(), n, np.full(3, 3.0))
     checksum(buf, count)
     leaving(x, n, 0, 0.0, 3.0)
+
+
+# Abramowitz and Stegun 7.1.26, as LAMMPS's pair lj/cut/coul/long evaluates erfc (absolute error below 1.5e-7)
+EWALD_P, EWALD_F = 0.3275911, 1.12837917
+A1, A2, A3, A4, A5 = 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429
+
+
+@jit(fastmath={"contract", "arcp"})
+def force_coul(x, f, q, nlocal, neigh, numneigh, start, cutoff2, alpha, energy, newton):
+    """``force`` plus the real-space Ewald sum: q_i q_j erfc(alpha r) / r for pairs within the cutoff (Coulomb's
+    constant 1, LAMMPS's lj units). Returns (Lennard-Jones energy, real-space Coulomb energy)."""
+    for i in range(f.shape[0]):
+        f[i, 0] = 0.0
+        f[i, 1] = 0.0
+        f[i, 2] = 0.0
+    pe, pc = 0.0, 0.0
+    for i in range(nlocal):
+        xi, yi, zi = x[i, 0], x[i, 1], x[i, 2]
+        qi = q[i]
+        fx, fy, fz = 0.0, 0.0, 0.0
+        s = start[i]
+        for k in range(s, s + numneigh[i]):
+            j = neigh[k]
+            dx = xi - x[j, 0]
+            dy = yi - x[j, 1]
+            dz = zi - x[j, 2]
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 < cutoff2:
+                sr2 = 1.0 / r2
+                sr6 = sr2 * sr2 * sr2
+                r = np.sqrt(r2)
+                grij = alpha * r
+                expm2 = np.exp(-grij * grij)
+                t = 1.0 / (1.0 + EWALD_P * grij)
+                erfc = t * (A1 + t * (A2 + t * (A3 + t * (A4 + t * A5)))) * expm2
+                prefactor = qi * q[j] / r
+                fpair = (48.0 * sr6 * (sr6 - 0.5) + prefactor * (erfc + EWALD_F * grij * expm2)) * sr2
+                fx += dx * fpair
+                fy += dy * fpair
+                fz += dz * fpair
+                if newton or j < nlocal:
+                    f[j, 0] -= dx * fpair
+                    f[j, 1] -= dy * fpair
+                    f[j, 2] -= dz * fpair
+                if energy:
+                    e = 4.0 * sr6 * (sr6 - 1.0)
+                    c = prefactor * erfc
+                    if newton or j < nlocal:
+                        pe += e
+                        pc += c
+                    else:
+                        pe += 0.5 * e
+                        pc += 0.5 * c
+        f[i, 0] += fx
+        f[i, 1] += fy
+        f[i, 2] += fz
+    return pe, pc
+
+
+@jit
+def pack_q(x, q, sendlist, count, axis, shift, buf):
+    """``pack`` with each atom's charge after its position (a border message: LAMMPS's atom_style charge)."""
+    for k in range(count):
+        i = sendlist[k]
+        buf[4 * k] = x[i, 0]
+        buf[4 * k + 1] = x[i, 1]
+        buf[4 * k + 2] = x[i, 2]
+        buf[4 * k + axis] += shift
+        buf[4 * k + 3] = q[i]
+
+
+@jit
+def unpack_q(x, q, first, count, buf):
+    for k in range(count):
+        x[first + k, 0] = buf[4 * k]
+        x[first + k, 1] = buf[4 * k + 1]
+        x[first + k, 2] = buf[4 * k + 2]
+        q[first + k] = buf[4 * k + 3]
+
+
+def warm_up_coul() -> None:
+    cells = np.array([2, 2, 2], dtype=np.int64)
+    lo, hi = np.zeros(3), np.full(3, 3.0)
+    x, _, _ = lattice(cells, 1.5, lo, hi, 1, BASIS)
+    n = x.shape[0]
+    q = np.ones(n)
+    f = np.zeros_like(x)
+    neigh = np.zeros(n * n, dtype=np.int32)
+    numneigh = np.zeros(n, dtype=np.int32)
+    start = np.zeros(n, dtype=np.int64)
+    for newton in (True, False):
+        build(x, n, n, lo, hi, 1.2, neigh, numneigh, start, newton)
+        force_coul(x, f, q, n, neigh, numneigh, start, 1.0, 1.0, True, newton)
+        force_coul(x, f, q, n, neigh, numneigh, start, 1.0, 1.0, False, newton)
+    out = np.arange(n, dtype=np.int64)
+    buf = np.zeros(4 * n)
+    pack_q(x, q, out, n, 0, 1.0, buf)
+    unpack_q(np.concatenate((x, x)), np.concatenate((q, q)), n, n, buf)
