@@ -250,7 +250,11 @@ def run(comm, params):
 SMOKE = ["--cells", "8", "--steps", "20", "--rebuild-every", "5", "--thermo-every", "10"]
 
 PHASES = (("force_s", "force"), ("neighbour_s", "neighbour build"), ("comm_s", "ghost exchange"),
-          ("migrate_s", "migration and ghost lists"), ("reduce_s", "reduction"))
+          ("migrate_s", "migration and ghost lists"), ("reduce_s", "reduction"),
+          # --electrostatics pme: spreading (with the grid's halo to the slabs' owners), the FFTs with their
+          # transposes, the product with the influence function, interpolation (with the halo back)
+          ("pme_spread_s", "PME spread"), ("pme_fft_s", "PME FFT and transposes"), ("pme_solve_s", "PME solve"),
+          ("pme_gather_s", "PME gather"))
 
 
 def metrics(m):
@@ -259,6 +263,8 @@ def metrics(m):
     return [(Metric("elapsed_s", "elapsed", "s", "lower", scaling=True), m.get("elapsed_s")),
             (Metric("atom_steps_per_s", "atom-steps per second", "1/s", "higher"), m.get("atom_steps_per_s")),
             *[(Metric(name, label, "s", "lower"), m.get(name)) for name, label in PHASES],
+            (Metric("pme_transpose_bytes", "PME transpose bytes", "B", None), m.get("pme_transpose_bytes")),
+            (Metric("pme_halo_bytes", "PME grid halo bytes", "B", None), m.get("pme_halo_bytes")),
             (Metric("energy_drift", "relative energy drift", "", None), m.get("energy_drift"))]
 
 
