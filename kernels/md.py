@@ -214,7 +214,14 @@ def default_timeout(params, ranks):
     # pessimistic: 20 ns per listed pair and step (measured 7), a list build costing 10 steps,
     # the atoms spread over no more ranks than there are cpus
     workers = max(1, min(ranks, os.cpu_count() or 1))
-    per_step = atoms / workers * pairs * 20e-9 * (1 + 10 / params["rebuild_every"]) + 1e-3
+    charged = electrostatics(params) == "pme"
+    # the real-space Ewald term (an exp and a square root per pair) costs 1.8x a pair's Lennard-Jones (measured)
+    per_step = atoms / workers * pairs * (40e-9 if charged else 20e-9) * (1 + 10 / params["rebuild_every"]) + 1e-3
+    if charged:
+        # PME: spreading and interpolation (measured 1.3 us per atom), FFTs (50 ns per grid point), both x4
+        a = lattice_constant(params["density"])
+        points = math.prod(pme_grid([n * a for n in box_cells(params, dims)], pme_spacing(params)))
+        per_step += 4 * (atoms * 1.3e-6 + points * 50e-9) / workers / pme_every(params)
     return 120.0 + params["steps"] * per_step
 
 
