@@ -98,6 +98,7 @@ class Atoms:
         self.basis_q = np.array(charges(params))
         self.q = self.basis_q[self.ids % 4] if self.charged else np.zeros(0)
         self.alpha = ewald_alpha(box.cutoff, params.get("ewald_tolerance") or 1e-5) if self.charged else 0.0
+        self.tables = loops.coul_tables(self.alpha, box.cutoff) if self.charged else None
         self._thermalise(params["temperature"])
 
     def _thermalise(self, target):
@@ -284,7 +285,7 @@ class Atoms:
         cut2 = self.box.cutoff * self.box.cutoff
         if self.charged:
             return loops.force_coul(self.x, self.f, self.q, self.nlocal, self.neigh, self.numneigh, self.start,
-                                    cut2, self.alpha, energy, self.newton)
+                                    cut2, self.alpha, *self.tables, energy, self.newton)
         return loops.force(self.x, self.f, self.nlocal, self.neigh, self.numneigh, self.start, cut2, energy,
                            self.newton), 0.0
 
