@@ -21,50 +21,16 @@ Exit 0 when the goal is met, 1 when not or a run failed, 2 when it cannot run.
 
 import argparse
 import json
-import math
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import (LOOP, BenchError, breakdown, lammps, loadavg, retried, same_mpi, scratch,  # noqa: E402
-                       vnetbench)
+from md_common import (IN_PME, BenchError, loadavg, pme_problem, retried, run_lammps_pme, run_md_pme,  # noqa: E402
+                       same_mpi, scratch)
 
 GOAL = 0.7
-
-IN_PME = """\
-variable c index 32
-variable rc index 5.8
-variable n index 20
-variable rho index 0.8442
-variable t index 1.44
-units lj
-atom_style charge
-lattice fcc ${rho}
-region box block 0 $c 0 $c 0 $c
-create_box 2 box
-create_atoms 1 box basis 1 1 basis 2 2 basis 3 2 basis 4 1
-mass * 1.0
-set type 1 charge 1.0
-set type 2 charge -1.0
-velocity all create ${t} 87287 loop geom
-pair_style lj/cut/coul/long ${rc}
-pair_coeff * * 1.0 1.0
-kspace_style pppm 1e-5
-kspace_modify mesh ${gx} ${gy} ${gz} order ${order} gewald ${g} diff ad
-neighbor 0.3 bin
-neigh_modify delay 0 every 20 check no
-fix 1 all nve
-thermo_style custom step temp pe ecoul elong etotal
-thermo 50
-run $n
-"""
-
-THERMO = re.compile(r"^\s*Step\s+Temp\s+PotEng\s+E_coul\s+E_long\s+TotEng\s*\n\s*0\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
-
 
 def parse(argv):
     parser = argparse.ArgumentParser(prog="md_pme_speed.py", description=__doc__.split("\n\n")[0])
@@ -88,55 +54,8 @@ def parse(argv):
     return args
 
 
-def problem(args) -> dict:
-    """The grid and splitting md derives for the problem (its own functions), to hand to LAMMPS."""
-    from vnetbench.kernels import _md_physics as physics
-
-    params = {"cells": (args.cells,) * 3, "cutoff": args.cutoff, "system": "lj"}
-    length = args.cells * physics.lattice_constant(0.8442)
-    return {"cells": args.cells, "atoms": 4 * args.cells ** 3, "cutoff": args.cutoff, "steps": args.steps,
-            "grid": list(physics.pme_grid([length] * 3, physics.pme_spacing(params))), "order": 4,
-            "alpha": physics.ewald_alpha(args.cutoff, 1e-5)}
-
-
-def run_md(p, ranks, store, mpi, timeout=1800) -> dict:
-    argv = [vnetbench(), "run", "md", "--topology", "native", "--ranks", str(ranks), "--cells", str(p["cells"]),
-            "--cutoff", str(p["cutoff"]), "--steps", str(p["steps"]), "--electrostatics", "pme", "--pme-every", "1",
-            "--mpi", mpi, "--json", "--store", str(store)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
-        raise BenchError(f"md at {ranks} ranks failed (exit {done.returncode}): "
-                         f"{(records[0]['validation']['detail'] if records else done.stderr[-800:])}")
-    m = records[0]["metrics"]
-    if m["pme_grid"] != p["grid"] or not math.isclose(m["ewald_alpha"], p["alpha"], rel_tol=1e-12):
-        raise BenchError(f"md used grid {m['pme_grid']} and beta {m['ewald_alpha']}, not {p['grid']}, {p['alpha']}")
-    pme = sum(m[k] for k in ("pme_spread_s", "pme_fft_s", "pme_solve_s", "pme_gather_s"))
-    return {"rate": m["atom_steps_per_s"], "coul0": m["thermo"][0]["coul"], "long_s": pme, "pair_s": m["force_s"]}
-
-
-def run_lammps(p, ranks, infile, mpi, timeout=1800) -> dict:
-    gx, gy, gz = p["grid"]
-    argv = [vnetbench(), "exec", "--topology", "native", "--ranks", str(ranks), "--timeout", str(timeout),
-            "--mpi", mpi, "--", lammps(), "-in", str(infile), "-var", "c", str(p["cells"]), "-var", "rc",
-            str(p["cutoff"]), "-var", "n", str(p["steps"]), "-var", "gx", str(gx), "-var", "gy", str(gy),
-            "-var", "gz", str(gz), "-var", "order", str(p["order"]), "-var", "g", repr(p["alpha"]), "-log", "none"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, cwd=infile.parent)
-    found, thermo = LOOP.search(done.stdout), THERMO.search(done.stdout)
-    if done.returncode != 0 or not found or not thermo:
-        raise BenchError(f"LAMMPS at {ranks} ranks failed (exit {done.returncode}): "
-                         f"{(done.stderr or done.stdout)[-800:]}")
-    loop, procs, nsteps, atoms = float(found[1]), int(found[2]), int(found[3]), int(found[4])
-    if procs != ranks or nsteps != p["steps"] or atoms != p["atoms"]:
-        raise BenchError(f"LAMMPS ran {procs} procs, {nsteps} steps, {atoms} atoms; asked {ranks}, {p['steps']}, "
-                         f"{p['atoms']}")
-    sections = breakdown(done.stdout[found.end():])
-    return {"rate": atoms * nsteps / loop, "coul0": float(thermo[3]) + float(thermo[4]),
-            "long_s": sections.get("kspace"), "pair_s": sections.get("pair")}
-
-
 def measure(args, log) -> dict:
-    p = problem(args)
+    p = pme_problem(args.cells, args.cutoff, args.steps)
     samples = {n: {"md": [], "lammps": []} for n in args.ranks}
     mpi = same_mpi()
     with scratch("md-pme-speed-") as tmp:
@@ -148,9 +67,9 @@ def measure(args, log) -> dict:
                 for side in order:
                     load = loadavg()
                     if side == "md":
-                        out = retried(lambda: run_md(p, ranks, store, mpi), log)
+                        out = retried(lambda: run_md_pme("native", ranks, p, store, mpi), log)
                     else:
-                        out = retried(lambda: run_lammps(p, ranks, infile, mpi), log)
+                        out = retried(lambda: run_lammps_pme("native", ranks, p, infile, mpi), log)
                     samples[ranks][side].append({**out, "loadavg_before": load})
                     log(f"rep {rep + 1}, {ranks} rank(s), {side}: {out['rate'] / 1e6:.3f} M atom-steps/s, long-range "
                         f"{out['long_s']:.2f} s, pairs {out['pair_s']:.2f} s (load {load:.2f})")

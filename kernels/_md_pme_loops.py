@@ -67,6 +67,7 @@ def spread(x, q, nlocal, scale, origin, wraps, grid, brick, order):
     ix, iy, iz = (np.empty(order, dtype=np.int64), np.empty(order, dtype=np.int64),
                   np.empty(order, dtype=np.int64))
     nz, ny, nx = brick.shape
+    flat = brick.reshape(-1)  # flat indices: a view per row in the inner loops costs more than the arithmetic
     outside = 0
     for i in range(nlocal):
         qi = q[i]
@@ -82,9 +83,9 @@ def spread(x, q, nlocal, scale, origin, wraps, grid, brick, order):
             wz = qi * tz[c]
             for b in range(order):
                 wzy = wz * ty[b]
-                row = brick[iz[c], iy[b]]
+                row = (iz[c] * ny + iy[b]) * nx
                 for a in range(order):
-                    row[ix[a]] += wzy * tx[a]
+                    flat[row + ix[a]] += wzy * tx[a]
     return outside
 
 
@@ -97,6 +98,7 @@ def gather(x, q, nlocal, scale, origin, wraps, grid, phi, order, f, factor):
     ix, iy, iz = (np.empty(order, dtype=np.int64), np.empty(order, dtype=np.int64),
                   np.empty(order, dtype=np.int64))
     nz, ny, nx = phi.shape
+    flat = phi.reshape(-1)
     for i in range(nlocal):
         fx = _weights(x[i, 0] * scale[0], order, tx, dx)
         fy = _weights(x[i, 1] * scale[1], order, ty, dy)
@@ -108,10 +110,10 @@ def gather(x, q, nlocal, scale, origin, wraps, grid, phi, order, f, factor):
         gx, gy, gz = 0.0, 0.0, 0.0
         for c in range(order):
             for b in range(order):
-                row = phi[iz[c], iy[b]]
+                row = (iz[c] * ny + iy[b]) * nx
                 sx, sdx = 0.0, 0.0
                 for a in range(order):
-                    p = row[ix[a]]
+                    p = flat[row + ix[a]]
                     sx += tx[a] * p
                     sdx += dx[a] * p
                 gx += sdx * ty[b] * tz[c]
