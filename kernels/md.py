@@ -269,9 +269,11 @@ def metrics(m):
 
     return [(Metric("elapsed_s", "elapsed", "s", "lower", scaling=True), m.get("elapsed_s")),
             (Metric("atom_steps_per_s", "atom-steps per second", "1/s", "higher"), m.get("atom_steps_per_s")),
-            *[(Metric(name, label, "s", "lower"), m.get(name)) for name, label in PHASES],
-            (Metric("pme_transpose_bytes", "PME transpose bytes", "B", None), m.get("pme_transpose_bytes")),
-            (Metric("pme_halo_bytes", "PME grid halo bytes", "B", None), m.get("pme_halo_bytes")),
+            # PME's only where the run had it (--electrostatics pme)
+            *[(Metric(name, label, "s", "lower"), m.get(name)) for name, label in PHASES
+              if not name.startswith("pme_") or name in m],
+            *[(Metric(name, label, "B", None), m[name]) for name, label in
+              (("pme_transpose_bytes", "PME transpose bytes"), ("pme_halo_bytes", "PME grid halo bytes")) if name in m],
             (Metric("energy_drift", "relative energy drift", "", None), m.get("energy_drift"))]
 
 

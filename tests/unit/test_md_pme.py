@@ -193,3 +193,15 @@ def test_stmv_defaults_to_pme_every_two_steps_and_lj_to_none():
     # the stmv grid: 0.12 x 5.8 sigma spacing on a 107.5 x 107.5 x 109.2 sigma box
     box = [64 * physics.lattice_constant(0.8442)] * 2 + [65 * physics.lattice_constant(0.8442)]
     assert physics.pme_grid(box, physics.pme_spacing(stmv)) == (160, 160, 160)
+
+
+def test_pme_metrics_are_declared_only_where_the_run_had_pme():
+    short = {"elapsed_s": 1.0, "force_s": 0.5}
+    assert not [metric for metric, _ in md.metrics(short) if metric.name.startswith("pme_")]
+    charged = short | {"pme_spread_s": 0.1, "pme_fft_s": 0.2, "pme_solve_s": 0.01, "pme_gather_s": 0.1,
+                       "pme_transpose_bytes": 1000, "pme_halo_bytes": 500}
+    declared = {metric.name: value for metric, value in md.metrics(charged)}
+    assert {name: declared[name] for name in charged if name.startswith("pme_")} == {
+        name: value for name, value in charged.items() if name.startswith("pme_")}
+    assert {"PME spread", "PME FFT and transposes", "PME solve", "PME gather"} <= set(
+        md.breakdown([{"metrics": charged}])["phases s"])
