@@ -205,3 +205,21 @@ def test_pme_metrics_are_declared_only_where_the_run_had_pme():
         name: value for name, value in charged.items() if name.startswith("pme_")}
     assert {"PME spread", "PME FFT and transposes", "PME solve", "PME gather"} <= set(
         md.breakdown([{"metrics": charged}])["phases s"])
+
+
+def test_a_changed_value_in_a_grid_block_fails_its_checksum():
+    from vnetbench.kernels import _md_pme_loops as pl
+
+    brick = np.random.default_rng(3).normal(size=(5, 4, 6))
+    planes = np.array([1, 3], dtype=np.int64)
+    buf = np.empty(2 * 24 + 1)
+    assert pl.pack_planes(brick, planes, buf, 0) == buf.size
+    slab = np.zeros((2, 4, 6))
+    _, good = pl.add_planes(slab, 0, 0, 2, np.array([0, 1], dtype=np.int64), 4, 6, 0, 0, 4, 6, buf, 0)
+    assert good and np.array_equal(slab, brick[[1, 3]])
+    buf[7] += 1e-9  # after the checksum, as a fault on the way would be
+    _, good = pl.add_planes(slab, 0, 0, 2, np.array([0, 1], dtype=np.int64), 4, 6, 0, 0, 4, 6, buf, 0)
+    assert not good
+    back = np.zeros_like(brick)
+    _, good = pl.unpack_planes(back, planes, buf, 0)
+    assert not good
