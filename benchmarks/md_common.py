@@ -145,12 +145,12 @@ def breakdown(text: str) -> dict:
 def retried(run, log, attempts: int = 5, pause: float = 30.0):
     """``run()``, again (up to ``attempts`` times in all, ``pause`` s apart) when it failed because
     something outside killed it: on a shared machine the clean-up of a concurrent test tier kills
-    the MPI processes it did not see before it started."""
+    the MPI processes it did not see before it started (SIGKILL; SIGTERM seen 2026-11-28 too)."""
     for attempt in range(1, attempts + 1):
         try:
             return run()
         except BenchError as exc:
-            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL")):
+            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL", "SIGTERM")):
                 raise
             log(f"killed from outside, running it again in {pause:g} s ({str(exc)[:200]})")
             time.sleep(pause)
