@@ -94,6 +94,7 @@ class Pme:
         self.spent = dict.fromkeys(PHASES, 0.0)
         self.transpose_bytes = self.halo_bytes = 0
         self.checked, self.bad, self.outside, self.evaluations = 0, None, 0, 0
+        self._step = 0  # the step of the evaluation under way, for the checksum messages
         # the influence function on this rank's y-slab of k-space, [kz][ky][kx], kx up to nx/2
         volume = float(np.prod(box.length))
         m = [np.fft.fftfreq(n, d=1.0 / n) / float(length) for n, length in zip((nx, ny, nz), box.length)]
@@ -235,7 +236,7 @@ class Pme:
     def _forward(self):
         """The slab's 3D FFT: planes here, then (transposed to y-slabs) along z: [kz][ky local][kx]."""
         lay, me, n = self.layout, self.me, self.nranks
-        nx, ny, nz = (int(v) for v in lay.grid)
+        ny, nz = int(lay.grid[1]), int(lay.grid[2])
         planes = np.fft.rfft2(self.slab, axes=(1, 2)) if self.slab.size else np.zeros((0, ny, self.nxc), complex)
         if n == 1:
             return np.fft.fft(planes, axis=0)
@@ -254,7 +255,7 @@ class Pme:
 
     def _backward(self, spectrum):
         lay, me, n = self.layout, self.me, self.nranks
-        nx, ny, nz = (int(v) for v in lay.grid)
+        nx, ny = int(lay.grid[0]), int(lay.grid[1])
         pencils = np.fft.ifft(spectrum, axis=0) if spectrum.size else spectrum
         if n == 1:
             self.slab[:] = np.fft.irfft2(pencils, s=(ny, nx), axes=(1, 2))
@@ -272,8 +273,6 @@ class Pme:
                 planes[:, y0:y1] = self._unblock(got[r], (z1 - z0, y1 - y0, self.nxc), r, "backward transpose")
         if planes.size:
             self.slab[:] = np.fft.irfft2(planes, s=(ny, nx), axes=(1, 2))
-
-    _step = 0
 
     @staticmethod
     def _count(values: int) -> int:

@@ -108,7 +108,7 @@ def system():
 
 
 def test_the_system_is_neutral_and_its_charges_alternate():
-    box, x, q = small_system(cells=2)
+    _, _, q = small_system(cells=2)
     assert q.sum() == 0 and set(q) == {1.0, -1.0} and len(q) == 32
     params = defaults("md") | {"cells": (5, 4, 3)}
     assert sum(physics.charges(params)) == 0
