@@ -108,9 +108,9 @@ def temperature(ke: float, natoms: int) -> float:
 # --- electrostatics (--electrostatics pme) ---------------------------------------------------------
 
 # The charges of the four fcc basis sites (0,0,0), (1/2,1/2,0), (1/2,0,1/2), (0,1/2,1/2): +q -q -q +q puts
-# opposite charges on alternate (001) planes (CuAu's L1_0 order, a molten salt's alternation on one
-# lattice), so every unit cell, and so every box of whole cells at any rank count, is neutral, and an
-# atom's charge follows from its id (id % 4 is its basis site) wherever it migrates.
+# opposite charges on alternate (100) planes, x = 0 and x = a/2 (CuAu's L1_0 order, a molten salt's alternation on
+# one lattice), so every unit cell, and so every box of whole cells at any rank count, is neutral, and an atom's
+# charge follows from its id (id % 4 is its basis site) wherever it migrates.
 CHARGES = (1.0, -1.0, -1.0, 1.0)
 # NAMD's STMV benchmark (stmv_nve.namd on ks.uiuc.edu/Research/namd/benchmarks): 2 fs steps, PME every
 # 4 fs, so fullElectFrequency 2

@@ -73,7 +73,7 @@ def add_arguments(parser):
                              "with a distributed 3D FFT (the default for stmv, as NAMD's STMV benchmark)")
     parser.add_argument("--charges", type=_charges, default=None, metavar="Q1,Q2,Q3,Q4",
                         help="charges of the four fcc basis sites, reduced units (default "
-                             f"{','.join(f'{q:g}' for q in CHARGES)}: alternate (001) planes of opposite "
+                             f"{','.join(f'{q:g}' for q in CHARGES)}: alternate (100) planes of opposite "
                              "charge, every cell neutral); they must sum to 0")
     parser.add_argument("--pme-spacing", type=float_range(0.0, 100.0), default=None, metavar="H",
                         help=f"PME grid spacing, sigma (default {SPACING_PER_CUTOFF:g} x the cutoff, GROMACS's "
