@@ -65,8 +65,9 @@ def _kernel_available(name: str) -> bool:
 # study's 500 steps are scaled down so that its runs fit NAMD_BUDGET_S; the step count does not
 # change an overhead (a ratio of step-loop times). With PME (stmv's default since md has it) a step costs more:
 # the real-space Coulomb term makes a pair 1.3x dearer (36 against 28 ns, measured) and a PME evaluation of the
-# 160^3 grid took 1.5 s at one rank, every 2nd step: about 2.5 s per step at 2 ranks, estimated from those parts
-# (a whole run was not timed: the machine was at load 8 when PME came).
+# 160^3 grid took 1.5 s at one rank, every 2nd step: about 2.5 s per step at 2 ranks, estimated from those parts.
+# A whole run (`run md --system stmv --steps 10`, 2 ranks) took 4.56 s per step at load 3.4, where the short-range
+# md took 3.8 at load 3.7: 1.2x, so about 2 s on a half-busy machine; 2.5 leaves room.
 STMV_STEP_S = 2.5
 STMV_SETUP_S = 12.0
 NAMD_BUDGET_S = 15 * 60
