@@ -16,7 +16,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from . import jobs, launch, mpiselect, topologies
+from . import jobs, launch, mpiselect, procs, topologies
 from .errors import UsageError
 from .records import failure_record, new_run_id
 from .store import Store, append_or_show
@@ -123,13 +123,14 @@ def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: flo
                      passthrough=workload.passthrough(run), records=workload.records_on_stdout,
                      observe=lambda job_dir: workload.observe(run, job_dir))
     run.outcome, run.elapsed, run.culprit, run.problem = ended.outcome, ended.elapsed, ended.culprit, ended.problem
+    run.launch["host_load"] = ended.load
     return workload.judge(run)
 
 
-class Ended(namedtuple("Ended", "outcome elapsed culprit problem")):
+class Ended(namedtuple("Ended", "outcome elapsed culprit problem load")):
     """How a job ended: the launcher's outcome (``launch.Outcome``), how long it ran, the rank that brought it
-    down (when it failed), and why the watch stopped it (None: it did not). A named tuple, not a dataclass
-    (``vnetbench.cli`` says why)."""
+    down (when it failed), why the watch stopped it (None: it did not), and what other work used of the
+    machine meanwhile (``procs.HostLoad.end``). A named tuple, not a dataclass (``vnetbench.cli`` says why)."""
 
     __slots__ = ()
 
@@ -138,15 +139,17 @@ def _execute(realised, spec, argv, launcher, timeout, *, run_id: str, passthroug
              observe: Callable | None = None) -> Ended:
     """The one place a job is started: in its own directory, under the watch, killed whole on timeout."""
     with jobs.Job(run_id, realised.health) as job:
+        load = procs.HostLoad(realised.own_cpu_seconds)
         began = time.monotonic()
         outcome = launch.execute(argv, launch.launcher_env(spec, launcher), timeout, passthrough=passthrough,
                                  collect_records=records, job=job)
         elapsed = time.monotonic() - began
+        loaded = load.end()
         failed = outcome.returncode != 0 or records and not outcome.records
         culprit = job.culprit(" ".join(outcome.stderr_tail)) if failed else None  # before the markers go
         if observe is not None:
             observe(job.path)
-    return Ended(outcome, elapsed, culprit, job.problem)
+    return Ended(outcome, elapsed, culprit, job.problem, loaded)
 
 
 def run_program(program: list[str], ranks: int, *, topology="native", bind: str | None = None,

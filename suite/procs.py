@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -81,6 +82,67 @@ def start_time(pid: int) -> int | None:
         return int(fields[19]) if fields else None
     except ValueError:
         return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` has used (user + system), 0.0 when it is gone."""
+    fields = stat_fields(pid)
+    try:
+        return (int(fields[11]) + int(fields[12])) / TICKS if fields else 0.0
+    except ValueError:
+        return 0.0
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def busy_seconds() -> float | None:
+    """CPU seconds this machine's cpus have spent running processes since boot (/proc/stat: user, nice and
+    system; a guest's time is inside user), or None where /proc/stat cannot be read. Interrupts, steal and idle
+    are left out: they run no process, and a switch's forwarding (softirq) is the run's own network."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+        return (int(fields[1]) + int(fields[2]) + int(fields[3])) / TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class HostLoad:
+    """What other work used of this machine's cpus while a job ran: the machine's busy time (``busy_seconds``)
+    less the job's own - this process, its waited-for children (mpirun and, natively, the ranks) and what
+    ``own()`` counts (the topology's VMs or guests: Backend.own_cpu_seconds). A timing taken beside other work
+    measures the sharing.
+
+        load = HostLoad(realised.own_cpu_seconds); ...the job...; record["launch"]["host_load"] = load.end()
+    """
+
+    def __init__(self, own: Callable[[], float | None] = lambda: 0.0):
+        self.own = own
+        self.began, self.busy, self.used, self.owned = time.monotonic(), busy_seconds(), _usage(), own()
+
+    def end(self) -> dict:
+        """{foreign_cpu_s, own_cpu_s, wall_s, cpus, foreign_share}: foreign_share is other work's CPU as a
+        fraction of all the machine's cpus over the job's wall time; with ``unknown`` (and no shares) where
+        /proc/stat cannot be read or the job's own processes cannot be told from others'."""
+        busy, wall, owned = busy_seconds(), time.monotonic() - self.began, self.own()
+        cpus = os.cpu_count() or 1
+        if busy is None or self.busy is None:
+            return {"cpus": cpus, "wall_s": round(wall, 3), "unknown": "/proc/stat cannot be read"}
+        if owned is None or self.owned is None:
+            return {"cpus": cpus, "wall_s": round(wall, 3),
+                    "unknown": "the VMs' processes have no CPU accounting (no cgroups): theirs and others' look alike"}
+        own = _usage() - self.used + max(0.0, owned - self.owned)
+        foreign = max(0.0, busy - self.busy - own)
+        return {"foreign_cpu_s": round(foreign, 3), "own_cpu_s": round(own, 3), "wall_s": round(wall, 3),
+                "cpus": cpus, "foreign_share": round(foreign / (max(wall, 1e-3) * cpus), 4)}
+
+
+def _usage() -> float:
+    import resource
+
+    return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
 
 
 def session_members(sid: int) -> list[int]:

@@ -24,6 +24,7 @@ class Study:
     ranks: list[int]
     repeat: int
     notes: list[str] = field(default_factory=list)
+    warmup: int = 0  # unrecorded runs of each configuration before its measured ones (sweep --warmup)
 
 
 def study_ranks(cpus: int) -> list[int]:
@@ -114,7 +115,8 @@ def quick(cpus: int) -> Study:
     return Study("quick", "a short md sweep: native against two VMs on one and on two virtual switches",
                  "md", ["--cells", "20", "--steps", "100"], topologies, ranks, 2,
                  [note, "md on LAMMPS's in.lj at 20x20x20 fcc cells (32,000 atoms), 100 steps, so that it "
-                        "finishes in about a minute; --study namd runs the STMV-sized system"])
+                        "finishes in about a minute; --study namd runs the STMV-sized system",
+                  "configurations alternate, each after one warm-up run that is not stored"], warmup=1)
 
 
 def namd(cpus: int) -> Study:

@@ -1,18 +1,21 @@
 """Sweeps: one workload over topologies x rank counts x repetitions, planned up front, run one by one.
 
 ``plan`` checks every combination before anything starts and says which cannot run here and
-why; ``execute`` brings each topology up once, runs its jobs through the engine, appends each
-record to the store as soon as it exists (``Store.append`` is atomic), and tears the topology
-down; a backend that runs batch jobs (``Backend.batch``) gets its runs all at once instead. An
-interrupt propagates: finished runs are already stored, the run in flight leaves no record,
-and ``--resume`` later runs exactly what is missing.
+why; ``execute`` brings each topology up once and keeps it up while the sweep runs, runs the jobs
+through the engine alternating configurations (repetition 1 of every topology and rank count, then
+repetition 2, ...: a slow drift of the machine, or other work for a while, spreads over every
+configuration instead of landing on one), after ``warmup`` unrecorded runs of each configuration
+before its first measured one (caches, JIT, neighbour tables: what a first run pays and no other),
+appends each record to the store as soon as it exists (``Store.append`` is atomic), and tears the
+topologies down at the end; a backend that runs batch jobs (``Backend.batch``) gets its runs all at
+once instead. An interrupt propagates: finished runs are already stored, the run in flight leaves no
+record, and ``--resume`` later runs exactly what is missing.
 """
 
 import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import groupby
 
 from . import engine, kernels, mpiselect, topologies, workloads
 from .errors import UsageError, VnetbenchError
@@ -95,6 +98,7 @@ class Plan:
     retried: int = 0  # runs in the store that did not pass and are run again
     launcher: object = None  # the flavours.Launcher every job runs with
     resume: bool = False
+    warmup: int = 0  # unrecorded runs of each configuration before its first measured one
 
     @property
     def kernel(self) -> str:
@@ -114,7 +118,7 @@ class Plan:
 
 def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: int, *, bind: str | None = None,
          run_options: dict | None = None, timeout: float | None = None, store: Store | None = None,
-         resume: bool = False, optional_topologies: bool = False, mpi: str | None = None) -> Plan:
+         resume: bool = False, optional_topologies: bool = False, mpi: str | None = None, warmup: int = 0) -> Plan:
     """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
 
     Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
@@ -122,6 +126,8 @@ def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: in
     """
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
+    if warmup < 0:
+        raise UsageError(f"--warmup: {warmup} is out of range; allowed: >= 0")
     run_options = workload.check_rank_options(run_options)
     why_not = {}
     for ranks in rank_counts:
@@ -133,7 +139,7 @@ def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: in
     if why_not and all(why_not.values()):
         raise UsageError(next(iter(why_not.values())))
     workload.check_startable()
-    result = Plan(workload, repeat, bind, run_options, timeout, resume=resume)
+    result = Plan(workload, repeat, bind, run_options, timeout, resume=resume, warmup=warmup)
     result.launcher = mpiselect.choose(mpi, workload.program)[0]
     for name in topology_names:
         try:
@@ -163,8 +169,10 @@ def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: in
                 result.skipped.append((f"{result.kernel} x{ranks} on {name}", why))
             else:
                 runnable.append((ranks, expect))
-        # repetitions outermost, so that slow drift of the machine spreads over every configuration
         result.jobs += [Job(name, ranks, rep, expect) for rep in range(repeat) for ranks, expect in runnable]
+    # repetitions outermost, over every topology: slow drift of the machine spreads over every configuration
+    order = {name: index for index, name in enumerate(result.topologies)}
+    result.jobs.sort(key=lambda job: (job.repetition, order[job.topology], job.ranks))
     if not result.jobs:
         reasons = "; ".join(f"{what}: {why}" for what, why in result.skipped) or "nothing was asked for"
         raise UsageError(f"nothing in this sweep can run here: {reasons}")
@@ -219,38 +227,58 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
     for batch, items in batches.values():
         records += batch.sweep(items, command=engine.BATCH_COMMAND, store=store, launcher=plan.launcher,
                                resume=plan.resume, on_start=_to_job(on_start), on_finish=_to_job(on_finish), say=say)
-    for name, jobs in groupby(here, key=lambda job: job.topology):
-        jobs = list(jobs)
-        realised, specs = None, {}
-        try:
-            for index, job in enumerate(jobs):
-                broken = realised.health() if realised is not None and realised.brought_up else None
-                if broken:
-                    if say:
-                        say(f"{name}: {broken[0]}; taking it down and bringing it up afresh")
-                    realised.close()
-                    realised, specs = None, {}
-                if realised is None:
-                    if on_bringup:
-                        on_bringup(name)
-                    try:
-                        realised = topologies.realise(plan.topologies[name])
-                    except VnetbenchError as exc:
-                        topology = {"name": name, "backend": plan.topologies[name].backend, "spec": None}
-                        for left in jobs[index:]:
-                            record = _failure(plan, left, topology, f"{name} could not be brought up: {exc}")
-                            if _finish(plan, store, left, record, records, on_finish) and fail_fast:
-                                return records
-                        break
-                if on_start:
-                    on_start(job)
-                record = _run(plan, realised, specs, job)
-                if _finish(plan, store, job, record, records, on_finish) and fail_fast:
-                    return records
-        finally:
-            if realised is not None:
+    # topology name -> its realised topology (False: it could not come up), its launch specs by rank count; the
+    # configurations warmed up
+    up, specs, warmed = {}, {}, set()
+    try:
+        for index, job in enumerate(here):
+            name = job.topology
+            realised = up.get(name)
+            if realised is False:  # could not come up: its runs fail, saying why
+                continue
+            broken = realised.health() if realised is not None and realised.brought_up else None
+            if broken:
+                if say:
+                    say(f"{name}: {broken[0]}; taking it down and bringing it up afresh")
+                up.pop(name).close()
+                realised = None
+            if realised is None:
+                if on_bringup:
+                    on_bringup(name)
+                specs[name] = {}
+                try:
+                    realised = up[name] = topologies.realise(plan.topologies[name])
+                except VnetbenchError as exc:
+                    up[name] = False
+                    topology = {"name": name, "backend": plan.topologies[name].backend, "spec": None}
+                    for left in [later for later in here[index:] if later.topology == name]:
+                        record = _failure(plan, left, topology, f"{name} could not be brought up: {exc}")
+                        if _finish(plan, store, left, record, records, on_finish) and fail_fast:
+                            return records
+                    continue
+            if (name, job.ranks) not in warmed:
+                warmed.add((name, job.ranks))
+                _warm_up(plan, realised, specs[name], job, say)
+            if on_start:
+                on_start(job)
+            record = _run(plan, realised, specs[name], job)
+            if _finish(plan, store, job, record, records, on_finish) and fail_fast:
+                return records
+    finally:
+        for realised in up.values():
+            if realised:
                 realised.close()
     return records
+
+
+def _warm_up(plan: Plan, realised, specs: dict, job: Job, say: Callable[[str], None] | None) -> None:
+    """``plan.warmup`` runs of ``job``'s configuration whose records are not kept: what a first run pays alone."""
+    for index in range(plan.warmup):
+        record = _run(plan, realised, specs, job)
+        if say:
+            detail = "" if record["status"] == "ok" else f": {record['validation'].get('detail', '')[:300]}"
+            say(f"{plan.kernel} x{job.ranks} on {job.topology}, warm-up {index + 1}/{plan.warmup} "
+                f"(not stored): {record['status']}{detail}")
 
 
 def _item(plan: Plan, job: Job, topology) -> BatchItem:

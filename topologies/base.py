@@ -235,6 +235,13 @@ class Backend(ABC):
         """``topology show``'s text below its title: lines (str) and tables ((headers, rows))."""
         return [f"backend {cls.backend}"]
 
+    @classmethod
+    def dry_run(cls, topology) -> list[str]:
+        """``topology up|show --dry-run``: every command bringing ``topology`` up would run, one a line; nothing
+        is started."""
+        raise UsageError(f"--dry-run: topology {topology.name!r} (backend {cls.backend}) has no guests whose commands "
+                         f"to show; it applies to --vms qemu")
+
     # ---- life outside a run --------------------------------------------------------------
 
     @classmethod
@@ -261,9 +268,10 @@ class Backend(ABC):
         return []
 
     @classmethod
-    def cleanup(cls, everything: bool = False) -> list[str]:
+    def cleanup(cls, everything: bool = False, force: bool = False) -> list[str]:
         """``topology cleanup``: remove what crashed runs left behind (with ``everything``, also what ``up``
-        left up); what was removed, one phrase each. Cheap and silent where the backend made nothing."""
+        left up; never a topology a live run holds, unless ``force``); what was removed, one phrase each. Cheap
+        and silent where the backend made nothing."""
         return []
 
     # ---- hosts and batch -----------------------------------------------------------------
@@ -313,6 +321,13 @@ class Backend(ABC):
         """None while the topology is as it was brought up; else (what broke, the VMs it cut off).
         Cheap: a job's watch asks every quarter second."""
         return None
+
+    def own_cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by what works for this topology's runs outside the launching process's own
+        children (its VMs' processes, its guests' QEMUs): a run's host-load reading (procs.HostLoad) counts
+        them as the run's, not as other work's. 0.0 where a job's processes are all the launcher's children;
+        None where they cannot be told from other work's."""
+        return 0.0
 
     def close(self) -> None:
         """Tear down what this object brought up (nothing, for a topology that was already up)."""

@@ -27,7 +27,9 @@ from vnetbench.procs import kill
 from . import state
 
 ROOT = Path("/sys/fs/cgroup")
-KINDS = ("cpuset", "memory")
+# cpuset and memory confine a VM; cpuacct counts the CPU its processes used (a run's own, told from other work's:
+# procs.HostLoad), inherited by every process the launch agent starts there, daemonised or not
+KINDS = ("cpuset", "memory", "cpuacct")
 ENABLED = state.RUN_DIR / ".cgroup-v2-enabled.json"  # hidden: not a topology's state directory
 
 
@@ -182,7 +184,7 @@ def plan(folder_names: dict[str, str]) -> tuple[str, dict]:
     if found == "v2":
         parent = v2_parent()
         folders = {vm: str(parent / name) for vm, name in folder_names.items()} if parent else {}
-        return found, {"cpuset": folders, "memory": dict(folders)}
+        return found, {"cpuset": folders, "memory": dict(folders), "cpuacct": dict(folders)}
     planned = {}
     for kind in KINDS:
         root = v1_root(kind) if found in ("v1", "hybrid") else None
@@ -219,6 +221,29 @@ def _create(found: str, cgroups: dict, vm: str, cpus: str, mems: str, memory: in
     if limit:
         Path(limit).mkdir(exist_ok=True)
         (Path(limit) / "memory.limit_in_bytes").write_text(str(memory))
+    counted = cgroups.get("cpuacct", {}).get(vm)
+    if counted:
+        Path(counted).mkdir(exist_ok=True)
+
+
+def usage(found: str, cgroups: dict) -> float | None:
+    """CPU seconds the processes of every VM of ``cgroups`` (a ``plan``) have used, the dead ones' included;
+    None where the VMs have no accounting folder (a host without cgroups: their processes cannot be told
+    from other work's)."""
+    counted = cgroups.get("cpuacct") or {}
+    if not counted:
+        return None
+    total = 0.0
+    for folder in counted.values():
+        try:
+            if found == "v2":
+                stat = dict(line.split() for line in (Path(folder) / "cpu.stat").read_text().splitlines())
+                total += int(stat["usage_usec"]) / 1e6
+            else:
+                total += int((Path(folder) / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError, KeyError):
+            return None
+    return total
 
 
 def folders(cgroups: dict) -> list[str]:

@@ -68,6 +68,8 @@ LEGEND = {
                 "than cpus (a VM's vCPUs), so it would measure the sharing, not the topology, or ran on an "
                 "emulated CPU (QEMU's TCG), whose time is no hypervisor's",
     "cv": "coefficient of variation (stdev / mean) of the repetitions; * above 10%: too noisy to trust",
+    "*": "noisy: the cell's repetitions vary (cv above 10%) or other work used more than 5% of the machine's "
+         "cpus during one of its runs; an overhead or scaling step marked * is computed from such a cell",
     "scaling": "a->b: speedup from a to b ranks (time a / time b; bandwidth b / bandwidth a) "
                "and parallel efficiency = speedup / (b / a)",
 }
@@ -85,7 +87,7 @@ def _cell_text(cell) -> str:
     tail = f" [{failed} failed]" if failed else ""
     if cell.summary is None:
         return tail.strip() or "-"
-    return f"{fmt.summary(cell.summary)}{' *' if cell.summary.noisy else ''}{tail}"
+    return f"{fmt.summary(cell.summary)}{' *' if cell.noise else ''}{tail}"
 
 
 def _cv_text(cell) -> str:
@@ -99,7 +101,9 @@ def _cv_text(cell) -> str:
 def _overhead_text(cell) -> str:
     if cell is not None and cell.overhead_na:
         return "N/A"
-    return "-" if cell is None else fmt.signed_pct(cell.overhead_pct)
+    if cell is None:
+        return "-"
+    return fmt.signed_pct(cell.overhead_pct) + (" *" if cell.derived_from and cell.overhead_pct is not None else "")
 
 
 def study_grid(table: StudyTable) -> tuple[list[str], list[list[str]]]:
@@ -116,7 +120,8 @@ def study_grid(table: StudyTable) -> tuple[list[str], list[list[str]]]:
         else:
             overhead = [_overhead_text(c) for c in cells]
         by_step = {(s.from_ranks, s.to_ranks): s for s in row.scaling}
-        scaling = [fmt.scaling(by_step[k].speedup, by_step[k].efficiency) if k in by_step else "-" for k in steps]
+        scaling = [fmt.scaling(by_step[k].speedup, by_step[k].efficiency) + (" *" if by_step[k].derived_from else "")
+                   if k in by_step else "-" for k in steps]
         body.append([row.label, *map(_cell_text, cells), *overhead, *map(_cv_text, cells), *scaling])
     return headers, body
 
@@ -129,6 +134,10 @@ def notes(table: StudyTable, context: dict) -> list[str]:
         for ranks, cell in sorted(row.cells.items()):
             if cell.overhead_na:
                 out.append(f"overhead N/A for {row.label} x{ranks}: {cell.overhead_na}")
+            if cell.loaded:
+                out.append(f"under load: {row.label} x{ranks}: {cell.loaded}")
+            if cell.derived_from and cell.overhead_pct is not None:
+                out.append(f"overhead of {row.label} x{ranks} computed from a noisy cell: {cell.derived_from}")
     return out
 
 
@@ -158,7 +167,7 @@ def breakdown_grids(rows: list[dict]) -> list[Grid]:
 
 CSV_COLUMNS = ["kernel", "params", "metric", "unit", "better", "topology", "bind", "ranks", "n", "median", "mean",
                "min", "max", "stdev", "cv_pct", "noisy", "spread_pct", "overhead_pct", "scaling_from_ranks",
-               "speedup", "efficiency", "failed", "overhead_na"]
+               "speedup", "efficiency", "failed", "overhead_na", "under_load", "overhead_from_noisy"]
 
 
 def _csv_rows(tables: list[StudyTable]) -> list[list]:
@@ -174,10 +183,11 @@ def _csv_rows(tables: list[StudyTable]) -> list[list]:
                 out.append([table.kernel, table.params_label, table.metric.name, table.metric.unit,
                             table.metric.better, row.topology, row.bind or "", ranks, s.n if s else 0,
                             *(getattr(s, f) if s else None for f in ("median", "mean", "min", "max", "stdev")),
-                            None if not s or s.cv is None else s.cv * 100, s.noisy if s else None,
+                            None if not s or s.cv is None else s.cv * 100, bool(cell.noise) if s else None,
                             s.spread_pct if s else None, cell.overhead_pct,
                             step.from_ranks if step else None, step.speedup if step else None,
-                            step.efficiency if step else None, sum(cell.failed.values()), cell.overhead_na or ""])
+                            step.efficiency if step else None, sum(cell.failed.values()), cell.overhead_na or "",
+                            cell.loaded or "", cell.derived_from or ""])
     return out
 
 

@@ -11,6 +11,10 @@ import statistics
 from dataclasses import asdict, dataclass
 
 NOISY_CV = 0.10  # above this coefficient of variation a cell is marked noisy (pyperf warns at 10% too)
+# above this share of the machine's cpus used by other work during a run (procs.HostLoad), its cell is marked: a
+# job that fills the cores loses about that share of them, so 5% can move a timing by more than twice the 2-point
+# differences the suite's comparisons resolve; an idle machine's own daemons stay well under 1%
+FOREIGN_LOAD = 0.05
 
 
 @dataclass(frozen=True)

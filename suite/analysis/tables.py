@@ -6,7 +6,9 @@ and speedup and parallel efficiency from one rank count to the next. Only runs w
 "ok" are measured; the others are counted per cell. A cell whose timing does not stand for its
 topology (``timing_caveat``: ranks outnumbered the cpus they ran on, more ranks than a VM's vCPUs;
 or the CPU was emulated, QEMU's TCG), or whose baseline cell's does not, is not compared with it:
-its overhead is N/A, with the reason. Pure: records in, dataclasses out.
+its overhead is N/A, with the reason. A cell whose repetitions vary (cv above NOISY_CV) or ran beside
+other work (launch.host_load above FOREIGN_LOAD) is marked noisy, and so is every overhead, speedup and
+efficiency computed from it. Pure: records in, dataclasses out.
 """
 
 from array import array
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from ..kernels.contract import Metric
 from . import metrics as registry
 from .records import ConfigKey, bind_of, canonical, describe_key, mpi_of, run_options_of, topology_name
-from .stats import Summary, summarise, worse_pct
+from .stats import FOREIGN_LOAD, Summary, summarise, worse_pct
 
 
 @dataclass
@@ -28,6 +30,14 @@ class Cell:
     overhead_pct: float | None = None
     caveat: str | None = None  # why its timing does not stand for its topology (timing_caveat), when it does not
     overhead_na: str | None = None  # why no overhead is given although both sides ran
+    loaded: str | None = None  # how much other work ran beside its runs, when above FOREIGN_LOAD (under_load)
+    derived_from: str | None = None  # the noisy cells its overhead was computed from, when any
+
+    @property
+    def noise(self) -> str | None:
+        """Why its value is not to be trusted (a cv above NOISY_CV, other work beside its runs), or None."""
+        said = [f"cv {self.summary.cv * 100:.0f}%"] if self.summary and self.summary.noisy else []
+        return "; ".join(said + ([self.loaded] if self.loaded else [])) or None
 
     @property
     def oversubscribed(self) -> str | None:
@@ -37,7 +47,8 @@ class Cell:
 
     def to_dict(self) -> dict:
         out = {"ranks": self.ranks, "values": self.values, "failed": self.failed, "overhead_pct": self.overhead_pct,
-               "oversubscribed": self.oversubscribed, "caveat": self.caveat, "overhead_na": self.overhead_na}
+               "oversubscribed": self.oversubscribed, "caveat": self.caveat, "overhead_na": self.overhead_na,
+               "under_load": self.loaded, "noise": self.noise, "overhead_from_noisy": self.derived_from}
         out.update(self.summary.to_dict() if self.summary else {"n": 0, "median": None, "cv_pct": None})
         return out
 
@@ -48,11 +59,12 @@ class Step:
     to_ranks: int
     speedup: float
     efficiency: float
+    derived_from: str | None = None  # the noisy cells it was computed from, when any
 
     def to_dict(self) -> dict:
         return {"from_ranks": self.from_ranks, "to_ranks": self.to_ranks, "speedup": self.speedup,
                 "ideal_speedup": self.to_ranks / self.from_ranks, "efficiency": self.efficiency,
-                "efficiency_pct": self.efficiency * 100}
+                "efficiency_pct": self.efficiency * 100, "from_noisy": self.derived_from}
 
 
 @dataclass
@@ -159,6 +171,7 @@ class _Slot:
     values: dict[str, array] = field(default_factory=dict)  # table metric -> values, in store order
     failed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     over: dict[str, str] = field(default_factory=dict)  # table metric -> first timing caveat among its values
+    loads: array = field(default_factory=lambda: array("d"))  # each passing run's foreign load share (-1: unknown)
 
 
 @dataclass
@@ -181,6 +194,7 @@ class _Group:
         if record["status"] != "ok":
             slot.failed[record["status"]] += 1
             return
+        slot.loads.append(foreign_load(record))
         values = {}
         for metric, value in registry.extract(record):
             self.described[metric.name] = metric
@@ -248,7 +262,8 @@ def _tables_for(group: _Group, label: str, baseline: str) -> list[StudyTable]:
             found = list(slot.values.get(name, ()))
             ranks = slot_key[2]
             rows[row_key(slot_key)].cells[ranks] = Cell(ranks, summarise(found) if found else None, found,
-                                                        dict(slot.failed), caveat=slot.over.get(name))
+                                                        dict(slot.failed), caveat=slot.over.get(name),
+                                                        loaded=under_load(slot.loads))
         base = _baseline_rows(rows, baseline)
         for key, row in rows.items():
             reference = base.get(key[1], next(iter(base.values()), None))
@@ -315,6 +330,23 @@ def oversubscription(record: dict) -> str | None:
     return None
 
 
+def foreign_load(record: dict) -> float:
+    """The share of the machine's cpus other work used while the record's job ran (launch.host_load), -1 where
+    the record does not say (older records, a host whose VMs could not be told from other work)."""
+    launch = record.get("launch")
+    load = launch.get("host_load") if isinstance(launch, dict) else None
+    share = load.get("foreign_share") if isinstance(load, dict) else None
+    return float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) else -1.0
+
+
+def under_load(shares) -> str | None:
+    """How much other work ran beside a cell's runs, in words, when any run's share was above FOREIGN_LOAD."""
+    over = [share for share in shares if share > FOREIGN_LOAD]
+    if not over:
+        return None
+    return f"other work used {max(over) * 100:.0f}% of the cpus during {len(over)} of {len(shares)} run(s)"
+
+
 def looseness(record: dict) -> list[str]:
     """What the netns backend could not confine a record's VMs with (its launch notes say what held
     the vCPUs and the memory: cgroups.enforcement); empty for confined VMs and for other backends."""
@@ -343,6 +375,14 @@ def _overheads(row: Row, reference: Row | None, metric: Metric) -> None:
             cell.overhead_na = "; ".join(filter(None, [cell.caveat, base.caveat and f"{reference.label} {base.caveat}"]))
             continue
         cell.overhead_pct = worse_pct(base.summary.median, cell.summary.median, metric.better)
+        if row is not reference:
+            cell.derived_from = _noisy_sides((row.label, cell), (reference.label, base))
+
+
+def _noisy_sides(*sides) -> str | None:
+    """'native x2 (cv 79%)' for each of ``(label, cell)`` whose value is noisy; None when none is."""
+    said = [f"{label} x{cell.ranks} ({cell.noise})" for label, cell in sides if cell.noise]
+    return "; ".join(said) or None
 
 
 def _scaling(row: Row, metric: Metric, rank_counts: list[int]) -> list[Step]:
@@ -351,7 +391,8 @@ def _scaling(row: Row, metric: Metric, rank_counts: list[int]) -> list[Step]:
     for low, high in zip(present, present[1:]):
         a, b = row.cells[low].summary.median, row.cells[high].summary.median
         speedup = a / b if metric.better == "lower" else b / a
-        steps.append(Step(low, high, speedup, speedup / (high / low)))
+        steps.append(Step(low, high, speedup, speedup / (high / low),
+                          _noisy_sides((row.label, row.cells[low]), (row.label, row.cells[high]))))
     return steps
 
 

@@ -64,28 +64,39 @@ def add_vms(parser) -> None:
                              "/boot, else the newest there)")
 
 
-def vm_ref(args, ref: str) -> str:
-    """``ref`` as ``--vms`` says (emulated: as it is; qemu: the qemu backend's ``qemu:REF``, with the options)."""
+def vm_ref(args, ref: str, *, lone: bool = True) -> str:
+    """``ref`` as ``--vms`` says (emulated: as it is; qemu: the qemu backend's ``qemu:REF``, with the options). A
+    topology without VMs under ``--vms qemu`` is refused when it is the ``lone`` one named (a sweep's ``native``
+    stays native beside the others); ``--accel``/``--guest-kernel`` also serve a YAML topology of ``backend:
+    qemu``."""
     vms = getattr(args, "vms", "emulated")
     accel, kernel = getattr(args, "accel", None), getattr(args, "guest_kernel", None)
     if vms != "qemu":
-        for given, name in ((accel, "--accel"), (kernel, "--guest-kernel")):
-            if given:
-                raise UsageError(f"{name}: only with --vms qemu")
-        return ref
+        given = [name for value, name in ((accel, "--accel"), (kernel, "--guest-kernel")) if value]
+        if not given:
+            return ref
+        if _backend_of(ref) != "qemu":
+            raise UsageError(f"{given[0]}: only with --vms qemu or a topology file of backend: qemu")
     if kernel:
         import os
 
-        if not os.path.isfile(kernel):
-            raise UsageError(f"--guest-kernel: {kernel}: no such file; give a kernel image such as "
-                             f"/boot/vmlinuz-VERSION")
+        from vnetbench.topologies.qemu.model import kernel_file_problem
+
+        problem = kernel_file_problem(kernel)
+        if problem:
+            raise UsageError(f"--guest-kernel: {kernel}: {problem}")
         kernel = os.path.abspath(kernel)
     from urllib.parse import urlencode
 
     from vnetbench.topologies import presets
 
-    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
-        return ref  # no VM to boot
+    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or lone and _backend_of(ref) == "local":
+        if lone:
+            raise UsageError(f"--vms qemu: {ref} has no VMs to boot as QEMU guests (it runs on this host); drop "
+                             f"--vms qemu, or name a topology with VMs")
+        return ref  # no VM to boot: a sweep's baseline
+    if ref.startswith("qemu:"):
+        return ref
     from vnetbench.topologies import base
 
     other = next((prefix for prefix in base.ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
@@ -95,6 +106,18 @@ def vm_ref(args, ref: str) -> str:
     settings = {key: value for key, value in (("accel", accel), ("kernel", kernel)) if value}
     # the qemu backend's ref: REF's VMs as its guests (it reads the settings)
     return f"qemu:{ref}" + (f"?{urlencode(settings, safe='/')}" if settings else "")
+
+
+def _backend_of(ref: str) -> str | None:
+    """The backend of the topology file ``ref`` (``qemu``: its guests take --accel/--guest-kernel; ``local``: no VM
+    to boot), or None when ``ref`` is no file."""
+    from pathlib import Path
+
+    if not Path(ref).is_file():
+        return None
+    from vnetbench import topologies
+
+    return topologies.load(ref).backend
 
 
 def add_ranks(parser, *, required: bool = False) -> None:

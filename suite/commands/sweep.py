@@ -3,10 +3,12 @@ run by run.
 
 Without options it runs a short version of the study's matrix (``--study quick``); ``--study
 namd`` and ``--study stream`` run the study's two experiments, scaled to this machine.
-Explicit --kernel, --topologies, --ranks and --repeat override the study's. Kernel options
-follow as in ``vnetbench run``. Combinations that cannot run here are listed before anything
-starts; each topology is brought up once; each finished run is appended to the store at
-once, so Ctrl-C loses nothing finished, and --resume runs only what the store lacks.
+Explicit --kernel, --topologies, --ranks, --repeat and --warmup override the study's. Kernel
+options follow as in ``vnetbench run``. Combinations that cannot run here are listed before
+anything starts; each topology is brought up once and stays up while the sweep alternates
+configurations (every configuration's first repetition, then every second, ...); each finished
+run is appended to the store at once, so Ctrl-C loses nothing finished, and --resume runs only
+what the store lacks.
 Exit 0 when every run passed, 1 when any failed, 2 on bad input (nothing started).
 """
 
@@ -53,6 +55,9 @@ def register(sub):
                         help="presets, topology files or backend refs, as --topology of run takes them")
     parser.add_argument("--ranks", type=rank_list, metavar="N,M,..", help="rank counts")
     common.add_repeat(parser, default=None)
+    parser.add_argument("--warmup", type=int_range(0, 100), metavar="N", default=None,
+                        help="unrecorded runs of each configuration before its first measured one "
+                             "(default: the study's, 1 for quick, else 0)")
     common.add_store(parser)
     parser.add_argument("--resume", action="store_true", help="skip runs the store already holds (passed)")
     parser.add_argument("--fail-fast", action="store_true",
@@ -88,12 +93,14 @@ def handle(args) -> int:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
         return 0
     asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra, app=args.app)
-    asked = replace(asked, topologies=[common.vm_ref(args, ref) for ref in asked.topologies])
+    asked = replace(asked, topologies=[common.vm_ref(args, ref, lone=len(asked.topologies) == 1)
+                                                for ref in asked.topologies])
     store = Store(args.store)
     store.check_writable()
     plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
                       run_options=common.rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
-                      optional_topologies=args.topologies is None, mpi=args.mpi)
+                      optional_topologies=args.topologies is None, mpi=args.mpi,
+                      warmup=asked.study.warmup if args.warmup is None else args.warmup)
     return run_plan(args, asked.study, plan, asked.topologies, asked.ranks, store)
 
 
@@ -130,7 +137,9 @@ def describe_plan(args, study, plan, topology_names, rank_counts) -> None:
     if args.resume:
         retry = f"; {plan.retried} that did not pass are run again" if plan.retried else ""
         say(f"  resume: {len(plan.done)} run(s) already in the store{retry}")
-    say(f"  {len(plan.jobs)} run(s) to do on {len({job.topology for job in plan.jobs})} topology(ies)")
+    warmups = f", after {plan.warmup} warm-up run(s) of each configuration (not stored)" if plan.warmup else ""
+    say(f"  {len(plan.jobs)} run(s) to do on {len({job.topology for job in plan.jobs})} topology(ies), "
+        f"configurations alternating{warmups}")
 
 
 class FailFast(Exception):

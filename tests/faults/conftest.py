@@ -1,10 +1,10 @@
 """The faults campaign: real runs, broken on purpose, and a host that must be as it was afterwards.
 
-``clean_host`` snapshots everything vnetbench could leave behind (interfaces, namespaces,
-qdiscs, mounts, cgroups, state directories, MPI and vnetbench processes, files in /tmp,
-/var/tmp and /dev/shm) before the test and compares after it, giving killed processes a few
-seconds to be reaped. When the host is not clean the test fails, naming what is left; the
-leftovers are then removed so that the next test starts clean.
+``clean_host`` snapshots everything vnetbench could leave behind (its interfaces, namespaces,
+qdiscs, mounts, cgroups, state directories, the MPI and vnetbench processes the test started, its
+files in /tmp, /var/tmp and /dev/shm and the test's own TMPDIR) before the test and compares after
+it, giving killed processes a few seconds to be reaped. When the host is not clean the test fails,
+naming what is left; exactly those leftovers are then removed so that the next test starts clean.
 """
 
 import json
@@ -24,29 +24,16 @@ from harness import hoststate
 
 
 @pytest.fixture
-def clean_host():
-    before = hoststate.everything()
-    yield before
-    after = hoststate.settle(lambda now: now == before)
-    left = hoststate.differences(before, after)
-    if left:
-        _remove_leftovers(left, before)
+def clean_host(tmp_path_factory):
+    """The host as the test found it, afterwards - judged by what is the test's and vnetbench's alone
+    (hoststate.Watch): other programs' files, links, MPI jobs and VMs may come and go meanwhile."""
+    tmp_path_factory.getbasetemp()  # pytest's own temporary tree, settled before the Watch sets TMPDIR
+    with hoststate.Watch() as watch:
+        yield watch.before
+        left = watch.leftovers()
+        if left:
+            watch.remove(left)
     assert not left, "the host is not as it was: " + json.dumps(left, indent=1)
-
-
-def _remove_leftovers(left: dict, before: dict) -> None:
-    import shutil
-
-    for line in left.get("processes", {}).get("new", []):
-        try:
-            os.kill(int(line.split()[0]), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
-    hoststate.settle(lambda now: not set(now["processes"]) - set(before["processes"]), timeout=10)
-    if WHY_NOT is None:
-        subprocess.run([sys.executable, "-m", "vnetbench", "topology", "cleanup", "--all"], capture_output=True)
-    for path in left.get("temp_files", {}).get("new", []):
-        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else Path(path).unlink(missing_ok=True)
 
 
 def start(*args, **kwargs) -> subprocess.Popen:

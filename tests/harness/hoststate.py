@@ -1,17 +1,27 @@
 """What vnetbench could leave behind on this host, snapshotted so that "unchanged" is one comparison.
 
-``network()`` covers interfaces, bridges, namespaces, qdiscs, addresses, routes, mounts,
-vnetbench cgroups and vnetbench state directories. ``everything()`` adds the processes an MPI job
-or vnetbench consists of and the files Open MPI and vnetbench could leave in the shared
-temporary places (/tmp, /var/tmp, /dev/shm). The deploy tier's sshd namespaces ("vnbt...") and
-pytest's own temporary tree are not vnetbench's and are left out.
+``network()`` covers vnetbench's interfaces, bridges, namespaces, qdiscs, addresses, routes, mounts,
+cgroups and state directories. ``everything()`` adds the processes an MPI job or vnetbench consists of and
+the files vnetbench could leave in the shared temporary places (/tmp, /var/tmp, /dev/shm).
+
+Only what is ours is judged: objects carrying vnetbench's names, and - inside a ``Watch``, which every test
+that checks the host holds - the processes that carry the test's mark (an environment variable its children
+inherit, through mpirun, the launch agent and QEMU alike) and the files in the test's own temporary folder
+(its TMPDIR). A contributor's editor, build, MPI job or VM that comes and goes meanwhile is none of the
+check's business, and nothing of it is removed. The deploy tier's sshd namespaces ("vnbt...") and pytest's
+own temporary tree are not vnetbench's and are left out.
 """
 
 import contextlib
 import json
 import os
 import re
+import secrets
+import shutil
+import signal
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 # vnetbench's names (topologies/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
@@ -19,10 +29,15 @@ from pathlib import Path
 OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvut])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 SANDBOX_LANE = "VNETBENCH_TEST_SANDBOX_LANE"  # set by tests/harness/lanes.py in its second lane
-# processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, or
-# of a qemu backend's guest (QEMU, virtme-ng's launcher)
-JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun|qemu-system-x86|virtme-run)$")
-JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.agent)?( |$)")
+MARK = "VNETBENCH_TEST_OWNER"  # a Watch's token, inherited by every process the test starts
+# what vnetbench names its entries in the temporary places (suite/rundir.py, suite/jobs.py, the kvm probe, the
+# numba cache's fallback); "vnbtest-" is the tests' own (a Watch's folder)
+OUR_TEMP = re.compile(r"^(vnetbench|vnb(?!test-))")
+# processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, of
+# a qemu backend's guest (QEMU, virtme-ng's launcher, virtiofsd, a run's watchdog of its guests) or of the Open
+# vSwitch vnetbench starts
+JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun|qemu-system-x86|virtme-run|virtiofsd|ovs-vswitchd|ovsdb-server)$")
+JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.(agent|watchdog))?( |$)")
 
 
 def _json(*argv) -> list:
@@ -31,8 +46,8 @@ def _json(*argv) -> list:
 
 
 def _considered(name) -> bool:
-    name = os.path.basename(str(name or ""))
-    return not name.startswith("vnb") or bool(OURS.match(name))
+    """Whether an object of this name is vnetbench's: others' links, namespaces and mounts come and go."""
+    return bool(OURS.match(os.path.basename(str(name or ""))))
 
 
 def network() -> dict:
@@ -59,7 +74,8 @@ def network() -> dict:
         # /run/netns itself is ip's: the first `ip netns add` on a host bind-mounts it and ip keeps it for
         # good (so a fresh machine's first topology "adds" it); the namespaces' own mounts under it count
         "mounts": sorted(target for target in (line.split()[4] for line in open("/proc/self/mountinfo"))
-                         if _considered(target) and target != "/run/netns"),
+                         if (_considered(target) or target.startswith("/run/vnetbench/"))
+                         and target != "/run/netns"),
         "cgroups": cgroups,
         "states": _states(),
     }
@@ -84,7 +100,10 @@ def _states() -> list[str]:
 
 
 def job_processes() -> list[str]:
-    """'PID COMMAND' of every process that belongs to an MPI job or to a vnetbench command."""
+    """'PID COMMAND' of every process that belongs to an MPI job or to a vnetbench command: inside a ``Watch``
+    only those carrying its mark (the test's own, wherever they were reparented), else those no other pytest
+    started."""
+    mark = os.environ.get(MARK)
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -95,10 +114,19 @@ def job_processes() -> list[str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)) \
-                and not _of_another_pytest(int(entry.name)):
+        if state == "Z" or not (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)):
+            continue
+        if (_carries(int(entry.name), mark) if mark else not _of_another_pytest(int(entry.name))):
             found.append(f"{entry.name} {cmdline[:200]}")
     return sorted(found)
+
+
+def _carries(pid: int, mark: str) -> bool:
+    """Whether process ``pid`` has the Watch's mark in its environment (as it was when it started)."""
+    try:
+        return f"{MARK}={mark}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
 
 
 def _of_another_pytest(pid: int) -> bool:
@@ -122,14 +150,18 @@ def _of_another_pytest(pid: int) -> bool:
 
 
 def temp_files() -> list[str]:
-    """The entries of the shared temporary places, but pytest's own tree."""
+    """vnetbench's entries in the shared temporary places, and inside a ``Watch`` every entry of the test's own
+    temporary folder (the TMPDIR of all it starts: what an MPI or a tool writes there is the test's)."""
     found = []
     for place in SHARED_TEMP:
         try:
             names = os.listdir(place)
         except OSError:
             continue
-        found += [f"{place}/{name}" for name in names if not name.startswith("pytest-of-")]
+        found += [f"{place}/{name}" for name in names if OUR_TEMP.match(name)]
+    own = os.environ.get(MARK) and os.environ.get("TMPDIR")
+    if own and os.path.isdir(own):
+        found += [f"{own}/{name}" for name in os.listdir(own)]
     return sorted(found)
 
 
@@ -217,3 +249,70 @@ def settle(check, timeout: float = 10.0, interval: float = 0.1) -> dict:
         if check(now) or time.monotonic() > deadline:
             return now
         time.sleep(interval)
+
+
+class Watch:
+    """A test's claim on the host: a mark every process it starts inherits and a temporary folder of its own
+    (TMPDIR), then a snapshot of ``everything()``. ``leftovers()`` is what the test or vnetbench left (judged
+    by names, mark and folder, never by a process's name alone); ``remove`` ends and removes exactly that.
+
+        with hoststate.Watch() as watch:
+            ...  # the test
+            left = watch.leftovers()
+    """
+
+    def __enter__(self) -> "Watch":
+        # (under pytest, settle its temporary tree first - tmp_path_factory.getbasetemp() - or a first tmp_path
+        # asked for inside would be made in this folder, and go with it)
+        self.token = secrets.token_hex(8)
+        self.tmp = tempfile.mkdtemp(prefix="vnbtest-")
+        self._saved = {key: os.environ.get(key) for key in (MARK, "TMPDIR")}
+        self._tempdir = tempfile.tempdir
+        os.environ.update({MARK: self.token, "TMPDIR": self.tmp})
+        tempfile.tempdir = self.tmp
+        self.before = everything()
+        return self
+
+    def leftovers(self, timeout: float = 10.0) -> dict:
+        """{part: {"gone": [...], "new": [...]}} of what differs from the snapshot, once it settles (killed
+        processes take a moment to be reaped) or after ``timeout`` s."""
+        return differences(self.before, settle(lambda now: now == self.before, timeout))
+
+    def remove(self, left: dict) -> None:
+        """End and remove what ``left`` names: the test's processes, the topologies it left up (taken down by
+        their source), crashed runs' topologies (plain ``topology cleanup``: never another's live one or one
+        brought up with 'up') and vnetbench's or the test's temporary files."""
+        for line in left.get("processes", {}).get("new", []):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        settle(lambda now: not set(now["processes"]) - set(self.before["processes"]), timeout=10)
+        vnetbench = [sys.executable, "-m", "vnetbench"]
+        for topology_id in left.get("states", {}).get("new", []):
+            source = _source_of(topology_id)
+            if source:
+                subprocess.run([*vnetbench, "topology", "down", source], capture_output=True, timeout=120)
+        if any(left.get(part, {}).get("new") for part in ("interfaces", "namespaces", "states", "mounts")):
+            subprocess.run([*vnetbench, "topology", "cleanup"], capture_output=True, timeout=120)
+        # what no state accounted for and cleanup did not know: vnetbench's names, new since the snapshot
+        now = network()
+        for name in set(now["bridges"] + [link[0] for link in now["interfaces"]]) - \
+                set(self.before["bridges"] + [link[0] for link in self.before["interfaces"]]):
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+        for name in set(now["namespaces"]) - set(self.before["namespaces"]):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        for path in left.get("temp_files", {}).get("new", []):
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else Path(path).unlink(missing_ok=True)
+
+    def __exit__(self, *exc) -> None:
+        for key, value in self._saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+        tempfile.tempdir = self._tempdir
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _source_of(topology_id: str) -> str | None:
+    """The ref or file a topology in the state root was brought up from (its state.json's "source")."""
+    try:
+        return json.loads(Path("/run/vnetbench", topology_id, "state.json").read_text()).get("source")
+    except (OSError, ValueError):
+        return None

@@ -47,9 +47,28 @@ def test_oversubscription_is_recorded_with_yield(store):
     proc = vnetbench("run", "allreduce", "--ranks", ranks, "--json", "--store", store, *TINY_ALLREDUCE, check=0)
     (record,) = json_lines(proc.stdout)
     assert record["launch"]["notes"]["oversubscribed"] is True
-    assert record["launch"]["mca"] == {"btl": "^ofi", "mpi_yield_when_idle": "1"}  # see intent.one_host_transport
+    assert record["launch"]["mca"] == {"btl": "^ofi,tcp", "mpi_yield_when_idle": "1"}  # see intent.one_host_transport
     assert "--map-by :OVERSUBSCRIBE" in record["launch"]["command"]
     assert all(row["min_us"] <= row["avg_us"] <= row["max_us"] for row in record["metrics"]["sizes"])
+
+
+def test_other_work_beside_a_run_is_recorded_and_marks_its_cell(store):
+    # two busy loops of another program's (not vnetbench's children) beside a 2-rank run on a machine of any size
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        proc = vnetbench("run", "md", "--cells", "8", "--steps", "300", "--ranks", 2, "--json", "--store", store,
+                         check=0)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    (record,) = json_lines(proc.stdout)
+    load = record["launch"]["host_load"]
+    cpus = load["cpus"]
+    assert load["foreign_share"] > 0.5 / cpus and load["foreign_cpu_s"] > 0.5 * load["wall_s"], load
+    assert load["own_cpu_s"] > 0.2 * load["wall_s"], load  # the ranks are counted as the run's own
+    shown = vnetbench("report", "--store", store, check=0).stdout
+    assert "under load: native x2: other work used" in shown and " *" in shown
 
 
 def test_bound_ranks_run_on_distinct_cores(store):

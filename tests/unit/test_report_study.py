@@ -119,13 +119,48 @@ def test_table_markdown_and_csv_agree(tables):
     assert "12.1 +-9.1% x3" in text and "+25.0%" in text and "20.0%*" in text and "1.61x (81%)" in text
     assert "6 +-0.0% x3 [1 failed]" in text
     md = report.render_study(tables, "markdown", baseline="native")
-    assert "| 2vm-2vswitch | 12.1 +-9.1% x3 | 7.5 +-20.0% x3 * | +10.0% | +25.0% |" in md
+    # the overhead and the scaling step computed from the noisy cell carry its mark
+    assert "| 2vm-2vswitch | 12.1 +-9.1% x3 | 7.5 +-20.0% x3 * | +10.0% | +25.0% * |" in md
+    assert "1.61x (81%) *" in md
+    assert "overhead of 2vm-2vswitch x4 computed from a noisy cell: 2vm-2vswitch x4 (cv 20%)" in md
     rows = list(csv.DictReader(io.StringIO(report.render_study(tables, "csv"))))
     (cell,) = [r for r in rows if r["kernel"] == "halo" and r["topology"] == "2vm-2vswitch" and r["ranks"] == "4"
                and "steps=20" in r["params"]]
     assert float(cell["median"]) == 7.5 and float(cell["overhead_pct"]) == pytest.approx(25.0)
     assert float(cell["speedup"]) == pytest.approx(12.1 / 7.5) and cell["scaling_from_ranks"] == "2"
-    assert cell["noisy"] == "True"
+    assert cell["noisy"] == "True" and cell["overhead_from_noisy"] == "2vm-2vswitch x4 (cv 20%)"
+
+
+def _loaded(records: list[dict], shares: list[float | None]) -> list[dict]:
+    for record, share in zip(records, shares):
+        record.setdefault("launch", {})["host_load"] = {} if share is None else \
+            {"foreign_share": share, "foreign_cpu_s": share * 2, "wall_s": 1.0, "cpus": 2, "own_cpu_s": 1.0}
+    return records
+
+
+def test_a_cell_measured_beside_other_work_is_marked_and_so_is_all_computed_from_it():
+    sys.path.insert(0, str(STORES))
+    import craft
+
+    # steady values (cv ~1%): only the host load can mark them
+    records = _loaded(craft.halo("native", 2, [1.00, 1.01, 1.00]), [0.01, 0.31, None]) \
+        + _loaded(craft.halo("2vm-1vswitch", 2, [1.10, 1.11, 1.10]), [0.0, 0.02, 0.049]) \
+        + _loaded(craft.halo("2vm-1vswitch", 4, [0.60, 0.61, 0.60]), [0.0, 0.0, 0.0])
+    (table,) = study.build(records)
+    native, vms = table.rows
+    assert native.cells[2].loaded == "other work used 31% of the cpus during 1 of 3 run(s)"
+    assert native.cells[2].noise == native.cells[2].loaded and not native.cells[2].summary.noisy
+    assert vms.cells[2].loaded is None and vms.cells[2].noise is None  # 4.9% is under the threshold
+    assert vms.cells[2].overhead_pct == pytest.approx(10.0)
+    assert vms.cells[2].derived_from == "native x2 (other work used 31% of the cpus during 1 of 3 run(s))"
+    assert vms.scaling[0].derived_from is None  # both of its cells are quiet
+    text = report.render_study([table], "table", baseline="native")
+    assert "1 +-0.5% x3 *" in text and "+10.0% *" in text
+    assert "under load: native x2: other work used 31% of the cpus during 1 of 3 run(s)" in text
+    # no mark where nothing was loaded: the same runs measured quietly
+    quiet = study.build(_loaded(craft.halo("native", 2, [1.00, 1.01, 1.00]), [0.01, 0.0, 0.0])
+                        + _loaded(craft.halo("2vm-1vswitch", 2, [1.10, 1.11, 1.10]), [0.0, 0.0, 0.0]))
+    assert "*" not in report.study_grid(quiet[0])[1][1][2]
 
 
 def test_rows_split_by_binding_only_when_one_count_ran_both():

@@ -60,6 +60,11 @@ class NetnsBackend(OnThisHost, Realised):
         return plan.launch_spec(self.layout, ranks, bind, enforced=view.enforcement(self.state),
                                 netns_inodes={k: v for k, v in inodes.items() if v})
 
+    def own_cpu_seconds(self) -> float | None:
+        from .. import cgroups
+
+        return cgroups.usage(self.state.get("cgroup_mode", "v1"), self.state.get("cgroups") or {})
+
     def health(self) -> tuple[str, list[str]] | None:
         """None while every VM, switch and uplink is as it was brought up; else what broke and
         the VMs it cut off. Cheap (a stat and an ioctl per VM): a job's watch asks every quarter second."""

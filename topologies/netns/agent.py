@@ -18,6 +18,7 @@ import shutil
 import sys
 
 from .. import state
+from ..cgroups import KINDS as CGROUP_KINDS
 
 # ssh options that take a value; every other option is a flag (-x, -T, -q, ...)
 _SSH_VALUE_OPTIONS = set("BbcDEeFIiJLlmOopQRSWw")
@@ -93,7 +94,7 @@ def check(st: dict, vm: dict) -> None:
         is_namespace = False
     if not is_namespace:
         raise Refused(f"{where}: {uts!r} is not a UTS namespace (not mounted)")
-    for kind in ("cpuset", "memory"):
+    for kind in CGROUP_KINDS:
         cgroup = ((st.get("cgroups") or {}).get(kind) or {}).get(vm.get("name"))
         if not cgroup:
             continue
@@ -115,8 +116,8 @@ def _real(path) -> str:
 
 def enter(vm: dict, cgroups: dict) -> None:
     """Put this process into the VM's cgroups and onto its cpus (inherited by what it runs)."""
-    # on cgroup v2 both kinds name the VM's one group: joined once
-    for folder in dict.fromkeys(cgroups.get(kind, {}).get(vm["name"]) for kind in ("cpuset", "memory")):
+    # on cgroup v2 every kind names the VM's one group: joined once
+    for folder in dict.fromkeys(cgroups.get(kind, {}).get(vm["name"]) for kind in CGROUP_KINDS):
         if folder:
             with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
                 handle.write(str(os.getpid()))
