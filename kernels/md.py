@@ -203,7 +203,13 @@ def _bytes_per_rank(params, dims) -> int:
     with_ghosts = local * math.prod((s + 2 * reach) / s for s in sides)
     pairs = local * neighbours_within(reach, params["density"])  # local pairs half, ghost pairs whole
     # positions, velocities, forces and ids, messages, lists (int32) with 50% head room
-    return int(with_ghosts * 100 + 6 * pairs)
+    total = with_ghosts * 100 + 6 * pairs
+    if electrostatics(params) == "pme":
+        # the rank's share of the grid: brick and potential (a little past its share: the splines' reach), slab,
+        # two spectra (complex), Alltoallv buffers: about 7 doubles a point measured at stmv size, 12 with room
+        points = math.prod(pme_grid([n * a for n in cells], pme_spacing(params)))
+        total += 12 * 8 * points / math.prod(dims)
+    return int(total)
 
 
 def default_timeout(params, ranks):
