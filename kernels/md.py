@@ -206,7 +206,7 @@ def _bytes_per_rank(params, dims) -> int:
     total = with_ghosts * 100 + 6 * pairs
     if electrostatics(params) == "pme":
         # the rank's share of the grid: brick and potential (a little past its share: the splines' reach), slab,
-        # two spectra (complex), Alltoallv buffers: about 7 doubles a point measured at stmv size, 12 with room
+        # two spectra (complex), Alltoallv buffers: about 7 doubles a point by their sizes at stmv, 12 with room
         points = math.prod(pme_grid([n * a for n in cells], pme_spacing(params)))
         total += 12 * 8 * points / math.prod(dims)
     return int(total)
