@@ -202,7 +202,9 @@ def test_a_mapping_of_the_guests_size_is_found_and_read_from_numa_maps():
 
     if not Path("/proc/self/numa_maps").exists():
         pytest.skip("this kernel has no numa_maps (CONFIG_NUMA)")
-    size = 40 << 20  # an odd size, the only mapping of it: as a guest's RAM in its QEMU
+    # an odd size, the only mapping of it in this process (other tests' arrays come in round sizes): as a guest's
+    # RAM in its QEMU
+    size = (40 << 20) + 7 * 4096
     ram = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
         for offset in range(0, 8 << 20, 4096):  # touch 8 MiB of it
