@@ -206,6 +206,9 @@ def test_a_mapping_of_the_guests_size_is_found_and_read_from_numa_maps():
     # RAM in its QEMU
     size = (40 << 20) + 7 * 4096
     ram = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    # flags of its own, so that the kernel does not merge it with a neighbouring anonymous mapping of this process
+    # (pages touched there counted as its own)
+    ram.madvise(mmap.MADV_NOHUGEPAGE)
     try:
         for offset in range(0, 8 << 20, 4096):  # touch 8 MiB of it
             ram[offset] = 1
