@@ -7,15 +7,15 @@ Adding a kernel is adding its module and one line here; the order here is the re
 Importing this package must not initialise MPI: the launcher imports kernels to parse options.
 """
 
-import importlib
+from vnetbench.registry import Registry
 
-KERNELS = {
+KERNELS = Registry("kernel", {
     "stream": "stream",
     "halo": "halo",
     "md": "md",
     "pingpong": "pingpong",
     "allreduce": "allreduce",
-}
+}, package=__name__)
 
 
 def names() -> list[str]:
@@ -24,16 +24,12 @@ def names() -> list[str]:
 
 def get(name: str):
     """The kernel module registered as ``name``; UsageError for an unknown one."""
-    if name not in KERNELS:
-        from vnetbench.errors import UsageError
-
-        raise UsageError(f"kernel: unknown kernel {name!r}; choose from {', '.join(KERNELS)}")
-    return importlib.import_module(f".{KERNELS[name]}", __name__)
+    return KERNELS.load(name)
 
 
 def find(name: str):
     """The kernel module registered as ``name``, or None (a record from a newer vnetbench)."""
-    return importlib.import_module(f".{KERNELS[name]}", __name__) if name in KERNELS else None
+    return KERNELS.find(name)
 
 
 def parse_params(name: str, argv: list[str]) -> dict:

@@ -16,7 +16,7 @@ from .registry import Registry
 from .topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
 
 FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
-_FLAVOURS = Registry("--mpi")
+_FLAVOURS = Registry("--mpi", noun="launcher flavour")
 register = _FLAVOURS.register
 # vnetbench's launch agent into emulated VMs, wherever its module lives (``python -m vnetbench...agent``), or
 # its script (``vnetbench-agent``)

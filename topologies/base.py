@@ -38,7 +38,8 @@ from abc import ABC, abstractmethod
 from collections import namedtuple
 from collections.abc import Callable
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.errors import SpecError
+from vnetbench.registry import Registry
 
 from .intent import Intent, prrte_args
 
@@ -52,21 +53,21 @@ class Entry(namedtuple("Entry", "module prefixes refs", defaults=((), True))):
     __slots__ = ()
 
 
+PLUGIN_GROUP = "vnetbench.backends"
 # name -> where its backend lives; the order is the order of listings (topology status, cleanup)
-BACKENDS = {
+BACKENDS = Registry("backend", {
     "local": Entry("local", refs=False),
     "netns": Entry("netns", refs=False),
     "qemu": Entry("qemu"),  # qemu:REF is REF's VMs as QEMU guests (--vms qemu)
     "hosts": Entry("hosts", prefixes=("hostfile", "inventory")),
     "slurm": Entry("slurm"),
-}
+}, package=__package__, attribute="backend", plugins=PLUGIN_GROUP, plugin_line=Entry, registers=True)
 # the backend of a topology spec that names none: with VMs the default VM backend (``vms: emulated`` in the
 # CLI's words), without VMs this host's
 DEFAULT_VM_BACKEND = "netns"
 DEFAULT_HOST_BACKEND = "local"
 # the most ranks any backend starts, and what --ranks allows
 MAX_RANKS = 4096
-PLUGIN_GROUP = "vnetbench.backends"
 
 
 class LaunchSpec:
@@ -344,37 +345,16 @@ def idle_vms(vms: int, ranks: int) -> str | None:
 
 # ---- the registry -------------------------------------------------------------------------
 
-_CLASSES: dict[str, type[Backend]] = {}
-_PLUGINS: dict[str, Entry] | None = None
-
-
-def register(name: str):
-    """Class decorator: ``cls`` is the backend called ``name`` (listed in BACKENDS or a plugin)."""
-    def add(cls):
-        cls.backend = name
-        _CLASSES[name] = cls
-        return cls
-    return add
-
-
-def _plugins() -> dict[str, Entry]:
-    global _PLUGINS
-    if _PLUGINS is None:
-        from importlib.metadata import entry_points
-
-        # ``ep.module``: the value may be ``module`` or the usual ``module:attribute``; registering is the module's
-        # @register, so only the module is imported
-        _PLUGINS = {ep.name: Entry(ep.module) for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in BACKENDS}
-    return _PLUGINS
+register = BACKENDS.register
 
 
 def entries(with_plugins: bool = True) -> dict[str, Entry]:
     """Every backend's registry line, in-tree ones first."""
-    return {**BACKENDS, **(_plugins() if with_plugins else {})}
+    return BACKENDS.lines(with_plugins)
 
 
 def names() -> tuple[str, ...]:
-    return tuple(entries())
+    return BACKENDS.names()
 
 
 def ref_prefixes(with_plugins: bool = True) -> list[str]:
@@ -391,7 +371,7 @@ def default_backend(data) -> str:
 def prefix_owner(prefix: str) -> str | None:
     """The backend that owns refs ``PREFIX:...`` (its name, or one of its registry line's prefixes)."""
     for table in (BACKENDS, None):  # plugins are looked for only when no in-tree backend owns it
-        for name, entry in (table if table is not None else _plugins()).items():
+        for name, entry in (table if table is not None else BACKENDS.plugins()).items():
             if prefix == name or prefix in entry.prefixes:
                 return name
     return None
@@ -399,20 +379,4 @@ def prefix_owner(prefix: str) -> str | None:
 
 def backend(name: str, what: str = "backend") -> type[Backend]:
     """The class of the backend called ``name``; UsageError naming the ones available."""
-    if name not in _CLASSES:
-        entry = BACKENDS.get(name) or _plugins().get(name)
-        if entry is None:
-            raise UsageError(f"{what}: {name!r} is not available in this vnetbench; available: {', '.join(names())}")
-        import importlib
-
-        module = entry.module if name not in BACKENDS else f"{__package__}.{entry.module}"
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:  # a plugin whose distribution is broken or half removed: say which
-            if name in BACKENDS:
-                raise
-            raise UsageError(f"{what}: {name!r}: its module {module} (entry point group {PLUGIN_GROUP}) does not "
-                             f"import: {exc}") from None
-        if name not in _CLASSES:
-            raise UsageError(f"{what}: {name!r}: module {entry.module} registers no backend of that name")
-    return _CLASSES[name]
+    return BACKENDS.load(name, what)

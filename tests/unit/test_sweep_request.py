@@ -102,7 +102,7 @@ def toy_batch(monkeypatch):
     monkeypatch.setattr(mpiselect, "choose", lambda choice, program=None: (Launcher(), None))
     Recorder.calls = []
     yield Recorder.calls
-    base._CLASSES.pop("toybatch", None)
+    base.BACKENDS._classes.pop("toybatch", None)
 
 
 def app_yaml(tmp_path) -> Path:
