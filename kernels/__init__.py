@@ -7,7 +7,7 @@ Adding a kernel is adding its module and one line here; the order here is the re
 Importing this package must not initialise MPI: the launcher imports kernels to parse options.
 """
 
-from vnetbench.registry import Registry
+from vnetbench.core.registry import Registry
 
 KERNELS = Registry("kernel", {
     "stream": "stream",
@@ -34,14 +34,14 @@ def find(name: str):
 
 def parse_params(name: str, argv: list[str]) -> dict:
     """Parse kernel options (as typed after the kernel name) into a params dict with defaults."""
-    from vnetbench.options import ArgumentParser
+    from vnetbench.core.options import ArgumentParser
 
     kernel = get(name)
     parser = ArgumentParser(prog=f"vnetbench run {name}", add_help=False)
     kernel.add_arguments(parser)
     ns, rest = parser.parse_known_args(argv)
     if rest:
-        from vnetbench.errors import UsageError
+        from vnetbench.core.errors import UsageError
 
         raise UsageError(f"{rest[0]}: not an option of kernel {name}; see 'vnetbench run {name} --help'")
     return vars(ns)

@@ -10,7 +10,7 @@ import os
 from collections import namedtuple
 from pathlib import Path
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.topologies.host import NODE_SYSFS, node_cpus
 
 POLICIES = ("local", "remote", "interleave")

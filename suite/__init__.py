@@ -14,11 +14,11 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "run_kernel": "runner",
-    "Store": "store",
-    "VnetbenchError": "errors",
-    "UsageError": "errors",
-    "LaunchError": "errors",
-    "StoreError": "errors",
+    "Store": "core.store",
+    "VnetbenchError": "core.errors",
+    "UsageError": "core.errors",
+    "LaunchError": "core.errors",
+    "StoreError": "core.errors",
 }
 
 __all__ = ["__version__", *_LAZY]

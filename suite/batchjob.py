@@ -17,7 +17,7 @@ FIELDS = ("workload", "ranks", "repeat", "timeout", "bind", "rank_options", "mpi
 
 def read(path: str) -> dict:
     """The request in ``path``; UsageError when it is not one this vnetbench wrote."""
-    from .errors import UsageError
+    from .core.errors import UsageError
 
     try:
         request = json.loads(Path(path).read_text())
@@ -28,7 +28,7 @@ def read(path: str) -> dict:
 
 def main(argv: list[str]) -> int:
     from . import engine, topologies, workloads
-    from .errors import Interrupted, VnetbenchError, interrupt_on_signals
+    from .core.errors import Interrupted, VnetbenchError, interrupt_on_signals
 
     # a scheduler ends a job (time limit, cancel, a failed node) with SIGTERM, SIGKILL following: unwind as the
     # CLI does, so that the ranks' job is ended and its directory removed

@@ -16,10 +16,11 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from . import jobs, launch, mpiselect, procs, topologies
-from .errors import UsageError
-from .records import failure_record, new_run_id
-from .store import Store, append_or_show
+from . import jobs, launch, mpiselect, topologies
+from .core import procs
+from .core.errors import UsageError
+from .core.records import failure_record, new_run_id
+from .core.store import Store, append_or_show
 
 # what a batch job runs, with its request's path appended, on the job's first node
 BATCH_COMMAND = [sys.executable, "-m", "vnetbench.batchjob"]

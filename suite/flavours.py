@@ -11,8 +11,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from .errors import LaunchError, UsageError
-from .registry import Registry
+from .core.errors import LaunchError, UsageError
+from .core.registry import Registry
 from .topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
 
 FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
@@ -322,7 +322,7 @@ def _version_file(real: str) -> Path:
     """The cache entry for the launcher at ``real`` (the cache made private if missing; LaunchError if it is not)."""
     import zlib  # not hashlib (OpenSSL: 4 ms to load); two paths of one name differ in their identity
 
-    from .rundir import cache_dir
+    from .core.rundir import cache_dir
 
     return cache_dir() / f"launcher-{zlib.crc32(os.path.realpath(real).encode()):08x}"
 

@@ -1,8 +1,8 @@
 """Records from elsewhere (direct ``--record`` launches, files fetched from hosts) into a store, each run once."""
 
 from .analysis.records import identity
-from .errors import UsageError
-from .store import BadLine, Store
+from .core.errors import UsageError
+from .core.store import BadLine, Store
 
 
 def load_records(paths: list[str]) -> list[dict]:

@@ -30,10 +30,10 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from . import procs
-from .procs import start_time as _start_time
-from .rundir import private_dir as _private_dir
-from .rundir import state_root
+from .core import procs
+from .core.procs import start_time as _start_time
+from .core.rundir import private_dir as _private_dir
+from .core.rundir import state_root
 
 ENV = "VNETBENCH_JOB_DIR"
 SHM = Path("/dev/shm")

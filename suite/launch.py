@@ -9,8 +9,9 @@ import subprocess
 import sys
 import threading
 
-from . import mpi, mpilib, procs
-from .records import SCHEMA_VERSION
+from . import mpi
+from .core import mpilib, procs
+from .core.records import SCHEMA_VERSION
 
 
 def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
@@ -146,7 +147,7 @@ def execute(argv: list[str], env: dict, timeout: float | None, *, passthrough=No
         if proc is None:
             return
         # imported here, while mpirun starts: nothing else in a run on a preset needs its module
-        from vnetbench.topologies.files import MAX_LINE
+        from vnetbench.core.files import MAX_LINE
 
         for line in iter(lambda: proc.stdout.readline(MAX_LINE), ""):
             record = _is_record(line) if collect_records else None

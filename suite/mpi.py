@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import LaunchError
+from .core.errors import LaunchError
 from .topologies.host import usable_cpus  # noqa: F401 (its home is the host facts; callers here use it)
 
 

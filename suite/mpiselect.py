@@ -16,8 +16,9 @@ import os
 import shutil
 import sys
 
-from . import flavours, linkage, mpilib
-from .errors import UsageError
+from . import flavours, linkage
+from .core import mpilib
+from .core.errors import UsageError
 
 ENV = "VNETBENCH_MPI"
 CHOICES = ("auto", "openmpi", "mpich")

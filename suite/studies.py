@@ -159,7 +159,7 @@ STUDIES = {"quick": quick, "namd": namd, "stream": stream}
 
 
 def get(name: str, cpus: int | None = None) -> Study:
-    from .errors import UsageError
+    from .core.errors import UsageError
 
     if name not in STUDIES:
         raise UsageError(f"--study: unknown study {name!r}; choose from {', '.join(STUDIES)}")

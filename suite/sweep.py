@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import engine, kernels, mpiselect, topologies, workloads
-from .errors import UsageError, VnetbenchError
+from .core.errors import UsageError, VnetbenchError
 from .analysis.records import ConfigKey, bind_of, canonical, config_key
-from .store import Store, append_or_show
+from .core.store import Store, append_or_show
 from .topologies.base import BatchItem
 
 

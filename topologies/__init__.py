@@ -18,7 +18,7 @@ run on ``native`` needs none of it (the local backend's ``from_preset``).
 import re
 from pathlib import Path
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .base import BACKENDS, Backend, LaunchSpec, Realised, backend, default_backend, names, ref_prefixes, register
 from .intent import Intent
@@ -61,7 +61,7 @@ def load_file(path: Path, what: str = "--topology"):
     """A topology file: a YAML topology whose ``backend:`` says which backend reads it, else a file a backend
     claims (a hostfile, an inventory)."""
     from . import validation
-    from .files import read_text
+    from vnetbench.core.files import read_text
     from .spec import MAX_SPEC_BYTES
 
     text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)

@@ -23,7 +23,7 @@ builds an MPI's argv); ``check_ranks``, ``health``, ``describe``, ``close``; and
 ``ranks_share_this_hosts_files`` (default False): True when the ranks read this host's files, vnetbench's
 source among them, so that the launcher's git facts of that source stand for theirs in the record.
 
-A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.errors``,
+A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.core.errors``,
 ``procs``, ``registry``, ``rundir``, ``records`` and ``store``: it is handed what it must run (a batch job's
 command, a workload's request) and never imports the runtime.
 
@@ -38,8 +38,8 @@ from abc import ABC, abstractmethod
 from collections import namedtuple
 from collections.abc import Callable
 
-from vnetbench.errors import SpecError
-from vnetbench.registry import Registry
+from vnetbench.core.errors import SpecError
+from vnetbench.core.registry import Registry
 
 from .intent import Intent, prrte_args
 

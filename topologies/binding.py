@@ -1,6 +1,6 @@
 """How ranks are bound to cores on one host or in one VM: the one home of the rule every backend applies."""
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from .base import MAX_RANKS
 

@@ -21,8 +21,8 @@ import os
 import time
 from pathlib import Path
 
-from vnetbench.errors import LaunchError
-from vnetbench.procs import kill
+from vnetbench.core.errors import LaunchError
+from vnetbench.core.procs import kill
 
 from . import state
 

@@ -16,7 +16,7 @@ import ipaddress
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from vnetbench.errors import LaunchError, SpecError
+from vnetbench.core.errors import LaunchError, SpecError
 
 from . import linux, state
 from .host import RESERVED

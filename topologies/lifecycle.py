@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from vnetbench.errors import Interrupted, LaunchError, SpecError, UsageError, signals_blocked
+from vnetbench.core.errors import Interrupted, LaunchError, SpecError, UsageError, signals_blocked
 
 from . import state
 from .base import idle_vms

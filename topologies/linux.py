@@ -15,9 +15,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from vnetbench import procs
-from vnetbench.errors import LaunchError, UsageError, signals_blocked
-from vnetbench.procs import kill  # noqa: F401 (teardown's and cleanup's kill)
+from vnetbench.core import procs
+from vnetbench.core.errors import LaunchError, UsageError, signals_blocked
+from vnetbench.core.procs import kill  # noqa: F401 (teardown's and cleanup's kill)
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "nsenter": "util-linux", "unshare": "util-linux",
          "umount": "util-linux"}

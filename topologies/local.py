@@ -4,7 +4,7 @@ A YAML topology without VMs is this backend's too (``backend: local``, or no ``v
 (``native``) skip the spec model (``from_preset``: ``NativeTopology``).
 """
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .base import DEFAULT_VM_BACKEND, LaunchSpec, Realised, register
 from .binding import binding, check_ranks

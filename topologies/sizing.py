@@ -7,7 +7,7 @@ bring-up (``assign_cpus``: which host cpus and NUMA nodes each VM gets). Pure: t
 
 import math
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
 from . import spec, units
 from .host import HostFacts, format_cpulist

@@ -16,7 +16,7 @@ import re
 import time
 from pathlib import Path
 
-from vnetbench.procs import start_time
+from vnetbench.core.procs import start_time
 
 RUN_DIR = Path("/run/vnetbench")
 VERSION = 1

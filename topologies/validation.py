@@ -11,10 +11,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
 from . import units
-from .files import read_text, read_yaml
+from vnetbench.core.files import read_text, read_yaml
 
 
 def read(path: Path, label: str, what: str, limit: int, kind: str | None = None) -> tuple[object, "Lines"]:

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench import mpi, mpilib, mpiselect, topologies
+from vnetbench import mpi, mpiselect, topologies
+from vnetbench.core import mpilib
 from vnetbench.launch import launcher_env
 
 from . import HarnessError

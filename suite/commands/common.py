@@ -3,8 +3,8 @@ options, the exit code of a command's records. Help texts name what the registri
 
 import sys
 
-from vnetbench.errors import UsageError
-from vnetbench.options import float_range, int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import float_range, int_range
 from vnetbench.topologies.base import MAX_RANKS
 
 
@@ -109,7 +109,7 @@ def add_repeat(parser, *, default: int | None = 1) -> None:
 
 
 def add_store(parser, *, default: bool = True, help: str = "results store, JSON Lines") -> None:
-    from vnetbench.store import DEFAULT_PATH
+    from vnetbench.core.store import DEFAULT_PATH
 
     parser.add_argument("--store", default=str(DEFAULT_PATH) if default else None, metavar="PATH",
                         help=f"{help} (default {DEFAULT_PATH})")

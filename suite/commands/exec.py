@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from . import COMMANDS, common
 
@@ -76,7 +76,7 @@ def handle(args) -> int:
 def record(args, program: list[str]) -> int:
     """``exec ... --record [--store S] [--parser NAME] -- PROGRAM``: the run, stored as one record."""
     from vnetbench import engine
-    from vnetbench.store import DEFAULT_PATH
+    from vnetbench.core.store import DEFAULT_PATH
     from vnetbench.workloads.app import AppWorkload
 
     store = args.store or str(DEFAULT_PATH)

@@ -11,8 +11,8 @@ import json
 import sys
 
 from vnetbench.analysis.render import columns
-from vnetbench.options import float_range
-from vnetbench.store import DEFAULT_PATH
+from vnetbench.core.options import float_range
+from vnetbench.core.store import DEFAULT_PATH
 
 from . import COMMANDS
 
@@ -72,7 +72,7 @@ def load(args):
     ref ``inventory:F#all`` (every host; ``--group G``: ``inventory:F#G``), ``--hostfile F`` ``hostfile:F``,
     ``--slurm P`` ``slurm:P``."""
     from vnetbench import topologies
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     if args.group and not args.inventory:
         raise UsageError("--group: only with --inventory")
@@ -154,7 +154,7 @@ def handle_facts(args) -> int:
 
 def handle_fetch(args) -> int:
     from vnetbench.ingest import Intake
-    from vnetbench.store import Store
+    from vnetbench.core.store import Store
 
     topology = load(args)
     intake = Intake(Store(args.store))  # before any host is asked: a store it cannot write is refused first

@@ -2,7 +2,7 @@
 
 import sys
 
-from vnetbench.store import DEFAULT_PATH, Store
+from vnetbench.core.store import DEFAULT_PATH, Store
 
 from . import COMMANDS
 

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 from vnetbench import kernels
-from vnetbench.errors import UsageError
-from vnetbench.options import int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import int_range
 from vnetbench.topologies.base import MAX_RANKS
 
 from . import COMMANDS, common
@@ -87,7 +87,7 @@ def print_help(parser, kernel: str) -> None:
 
 def handle(args) -> int:
     from vnetbench import sweep
-    from vnetbench.store import Store
+    from vnetbench.core.store import Store
 
     if args.help:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))

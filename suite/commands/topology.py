@@ -10,7 +10,7 @@ import json
 import time
 
 from vnetbench.analysis.render import columns
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from . import COMMANDS, common
 

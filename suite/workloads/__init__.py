@@ -8,8 +8,8 @@
 The kinds are registered in ``KINDS``; nothing outside this package tells a kernel from an application.
 """
 
-from vnetbench.errors import UsageError
-from vnetbench.registry import Registry
+from vnetbench.core.errors import UsageError
+from vnetbench.core.registry import Registry
 
 from .base import Run, Workload
 

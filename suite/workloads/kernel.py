@@ -3,8 +3,8 @@
 import contextlib
 
 from vnetbench import kernels
-from vnetbench.errors import UsageError
-from vnetbench.records import failure_record
+from vnetbench.core.errors import UsageError
+from vnetbench.core.records import failure_record
 
 from .base import Run, Workload
 
@@ -48,7 +48,7 @@ class KernelWorkload(Workload):
 
     @contextlib.contextmanager
     def ahead(self):
-        from vnetbench import environment
+        from vnetbench.core import environment
 
         environment.ask_source()  # git runs on another core while this one starts the launch
         try:
@@ -66,7 +66,7 @@ class KernelWorkload(Workload):
                    "expected_placement": run.spec.expected_placement, "placement_labels": run.spec.placement_labels,
                    "launch": run.launch, **run.rank_options}
         if run.realised.ranks_share_this_hosts_files:
-            from vnetbench import environment
+            from vnetbench.core import environment
 
             # asked by the launcher rather than by rank 0: a git command is milliseconds on this host and seconds
             # of a TCG guest's CPU, while the other ranks spin in their bcast (``ahead`` began it)

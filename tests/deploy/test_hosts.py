@@ -16,7 +16,7 @@ import vnetbench
 from conftest import json_lines, vnetbench as run_cli
 from vnetbench import runner, topologies
 from vnetbench.hostfacts import environment_path
-from vnetbench.store import Store
+from vnetbench.core.store import Store
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -336,7 +336,7 @@ def test_the_agent_refuses_hosts_that_are_not_vms(host_unchanged):
 def test_bring_up_waits_for_a_link_s_carrier_and_names_one_that_never_comes(host_unchanged):
     """A topology is up when its links carry: linux.wait_running returns once a veth whose peer is up reports its
     carrier, and names one whose peer stays down (here, a pair of the test's own)."""
-    from vnetbench.errors import LaunchError
+    from vnetbench.core.errors import LaunchError
     from vnetbench.topologies import linux
 
     subprocess.run(["ip", "link", "add", "vnbtestw0", "type", "veth", "peer", "name", "vnbtestw1"], check=True)

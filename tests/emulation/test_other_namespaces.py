@@ -39,7 +39,7 @@ def wait_marked(proc: subprocess.Popen) -> int:
 
 @pytest.mark.parametrize("private_run", [True, False], ids=["private-run", "same-run"])
 def test_a_guest_of_another_mount_namespace_is_ours_only_when_it_sees_our_state_root(private_run):
-    from vnetbench import procs
+    from vnetbench.core import procs
     from vnetbench.topologies import state
     from vnetbench.topologies.qemu import guests
 

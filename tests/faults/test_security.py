@@ -154,7 +154,7 @@ def topology_id(ref: str) -> str:
 
 def _longest(make) -> int:
     """The longest name the spec validator accepts where ``make(length)`` puts one."""
-    from vnetbench.errors import SpecError
+    from vnetbench.core.errors import SpecError
     from vnetbench.topologies.spec import from_dict
 
     longest = 0

@@ -52,7 +52,7 @@ RUN_TIMEOUT = 240
 def why_not() -> str | None:
     if os.geteuid() != 0:
         return "needs root (taps, bridges)"
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
     from vnetbench.topologies.qemu import machine
 
     try:

@@ -30,7 +30,7 @@ OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvut])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 SANDBOX_LANE = "VNETBENCH_TEST_SANDBOX_LANE"  # set by tests/harness/lanes.py in its second lane
 MARK = "VNETBENCH_TEST_OWNER"  # a Watch's token, inherited by every process the test starts
-# what vnetbench names its entries in the temporary places (suite/rundir.py, suite/jobs.py, the kvm probe, the
+# what vnetbench names its entries in the temporary places (suite/core/rundir.py, suite/jobs.py, the kvm probe, the
 # numba cache's fallback); "vnbtest-" is the tests' own (a Watch's folder)
 OUR_TEMP = re.compile(r"^(vnetbench|vnb(?!test-))")
 # processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, of
@@ -181,8 +181,8 @@ def _in_use(path: str) -> bool:
     ranks), or a vnetbench segment directory whose job's owner is alive."""
     name = os.path.basename(path)
     if name.startswith("vnetbench-job-"):
-        from vnetbench.procs import start_time
-        from vnetbench.rundir import state_root
+        from vnetbench.core.procs import start_time
+        from vnetbench.core.rundir import state_root
 
         try:
             owner = json.loads((state_root() / "jobs" / name.removeprefix("vnetbench-job-") / "owner.json").read_text())

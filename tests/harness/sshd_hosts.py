@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from vnetbench.procs import kill
+from vnetbench.core.procs import kill
 from vnetbench.topologies import linux
 
 from .lifecycle import Lifecycle, links as _links, netns_names as _netns_names, netns_pids as _netns_pids, run

@@ -34,7 +34,7 @@ def hosts():
 
 def test_hello_on_two_hosts(flavour, hello_of, hosts):
     from vnetbench import flavours, jobs, launch, mpiselect, topologies
-    from vnetbench.records import new_run_id
+    from vnetbench.core.records import new_run_id
 
     hello = hello_of(flavour)
     launcher = mpiselect.find("openmpi") if flavour == "openmpi5" else flavours.detect(LAUNCHERS[flavour])
@@ -106,7 +106,7 @@ def test_each_host_finds_the_library_where_it_has_it(hosts, tmp_path):
         record = allreduce_on_hosts(hosts, str(prefix / "bin" / "mpiexec"), "site")
     finally:
         hosts.restart_sshd(hosts["h1"])
-        from vnetbench.rundir import state_root
+        from vnetbench.core.rundir import state_root
 
         for made in (state_root() / ".cache").glob("mpilib-*"):  # h1's link, kept for later runs, goes with the test
             if os.path.islink(made / "libmpi.so.12") and str(tmp_path) in os.readlink(made / "libmpi.so.12"):

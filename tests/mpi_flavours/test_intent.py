@@ -3,7 +3,7 @@
 import pytest
 
 from vnetbench import flavours
-from vnetbench.errors import LaunchError
+from vnetbench.core.errors import LaunchError
 
 
 def test_an_emulated_topology_s_arguments_become_an_intent():

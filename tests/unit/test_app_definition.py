@@ -10,7 +10,7 @@ import pytest
 from vnetbench import apps
 from vnetbench.workloads.app import read_output
 from vnetbench.apps.workload import AppWorkload
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 GOOD = """\
 name: lammps-lj

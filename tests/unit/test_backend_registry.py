@@ -1,14 +1,13 @@
 """The explicit backend interface: one registry by name, an intent every launcher flavour renders, and
-topologies/ standing below the runtime (it imports only the leaf modules)."""
+topologies/ standing below the runtime (tests/unit/test_layers.py)."""
 
-import ast
 import ipaddress
 from pathlib import Path
 
 import pytest
 
 from vnetbench import flavours, launch, topologies
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import base
 from vnetbench.topologies.netns import plan
 from vnetbench.topologies.host import HostFacts
@@ -17,8 +16,6 @@ from vnetbench.topologies.spec import load_topology
 
 SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 ROOT = Path(__file__).resolve().parents[2]
-LEAVES = {"errors", "procs", "registry", "rundir"}  # vnetbench modules below every layer
-DATA = {"records", "store"}  # the data layer a backend may use (a batch job's records)
 
 
 @pytest.mark.parametrize("name", base.names())
@@ -179,43 +176,3 @@ def test_every_flavour_carries_out_the_backend_s_intent():
 def test_an_intent_without_hosts_is_this_host_alone():
     assert prrte_args(Intent(ranks=4, bind="none", oversubscribe=True, mca={"mpi_yield_when_idle": "1"})) == [
         "-n", "4", "--map-by", ":OVERSUBSCRIBE", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
-
-
-def _vnetbench_imports(path: Path) -> set[str]:
-    """The vnetbench modules ``path`` imports (absolute imports; relative ones stay in its package), but for
-    those of the functions its ``SHIPPED`` names: their source runs on another host, importing that host's."""
-    tree = ast.parse(path.read_text())
-    shipped = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHIPPED" for t in node.targets):
-            shipped = set(ast.literal_eval(node.value))
-    skipped = {id(inner) for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in shipped
-               for inner in ast.walk(node)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vnetbench"):
-            parts = node.module.split(".")
-            if len(parts) > 1:
-                found.add(parts[1])
-            else:
-                found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("vnetbench."))
-    return found
-
-
-@pytest.mark.parametrize("path", sorted((ROOT / "topologies").rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(ROOT / "topologies")))
-def test_topologies_import_no_runtime_module(path):
-    upward = _vnetbench_imports(path) - LEAVES - DATA - {"topologies"}
-    assert not upward, f"{path.name} imports vnetbench.{', vnetbench.'.join(sorted(upward))}"
-
-
-@pytest.mark.parametrize("leaf", sorted(LEAVES))
-def test_the_leaf_modules_import_only_each_other(leaf):
-    source = (ROOT / "suite" / f"{leaf}.py").read_text()
-    relative = {node.module for node in ast.walk(ast.parse(source))
-                if isinstance(node, ast.ImportFrom) and node.level == 1}
-    assert relative <= LEAVES | {None}, relative

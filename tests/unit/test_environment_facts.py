@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from vnetbench import environment
+from vnetbench.core import environment
 
 
 def test_cpu_state_reads_governor_boost_and_smt(tmp_path):

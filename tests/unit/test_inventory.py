@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import validation
 from vnetbench.topologies.hosts import HostsBackend
 from vnetbench.topologies.hosts.model import from_file

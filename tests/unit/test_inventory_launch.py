@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import hostcheck
 from vnetbench.topologies.base import HostReport
 from vnetbench.topologies.hosts import HostsBackend, remote

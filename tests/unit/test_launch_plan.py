@@ -5,7 +5,7 @@ import json
 import pytest
 
 from vnetbench import kernels, launch, mpi
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.topologies.binding import binding
 from vnetbench.topologies.local import LocalRealised
 from vnetbench.topologies.spec import load_topology

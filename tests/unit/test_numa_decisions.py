@@ -7,7 +7,7 @@ directories written by the test (node*/cpulist), read by the same NodeMap.read()
 
 import pytest
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.kernels.numa import NodeMap, check_policy
 from vnetbench.topologies.host import parse_cpulist
 

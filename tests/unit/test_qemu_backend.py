@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vnetbench.analysis import compare, report, tables
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import base, fabric, state
 from vnetbench.topologies.host import HostFacts
 from vnetbench.topologies.qemu import guests, model, plan, sshd

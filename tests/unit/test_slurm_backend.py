@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.topologies.intent import Intent
 from vnetbench.topologies.slurm import allocation, spec
 from vnetbench.topologies.slurm.cluster import Cluster, job_facts
@@ -149,7 +149,7 @@ def test_a_forgotten_jobs_work_directory_says_how_it_ended(tmp_path):
 
 def test_a_yaml_topology_is_validated_by_the_spec_machinery_naming_file_line_and_field(tmp_path):
     from vnetbench import topologies
-    from vnetbench.errors import SpecError
+    from vnetbench.core.errors import SpecError
 
     path = tmp_path / "t.yaml"
     at = re.escape(str(path))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from vnetbench import batchjob, engine, kernels, mpiselect, studies, sweep, workloads
-from vnetbench.errors import UsageError
-from vnetbench.store import Store
+from vnetbench.core.errors import UsageError
+from vnetbench.core.store import Store
 from vnetbench.topologies import base
 from vnetbench.workloads.app import AppWorkload
 

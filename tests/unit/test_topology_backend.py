@@ -10,7 +10,7 @@ import pytest
 
 from conftest import vnetbench
 from vnetbench import cli
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import fabric, linux, state
 from vnetbench.topologies.netns import agent, life
 from vnetbench.topologies.host import HostFacts

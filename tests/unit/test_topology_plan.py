@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 from vnetbench.topologies import backend, fabric, sizing
 from vnetbench.topologies.host import HostFacts, format_cpulist, parse_cpulist
 from vnetbench.topologies.netns import plan

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import yaml
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import backend, presets
 from vnetbench.topologies.host import HostFacts
 from vnetbench.topologies.spec import from_dict, load_file, load_topology

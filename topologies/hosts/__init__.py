@@ -32,7 +32,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 
 from ..base import Backend, LaunchSpec, idle_vms, register
 from ..sshlaunch import SSH_DEFAULTS, SshHost, ssh_launch, write_hostfile
@@ -132,14 +132,14 @@ class HostsBackend(Backend):
 
     def _write_hostfile(self, entries) -> str:
         if self._dir is None:
-            from vnetbench import rundir
+            from vnetbench.core import rundir
 
             self._dir = str(rundir.make_dir("hosts"))
         return write_hostfile(Path(self._dir), entries)
 
     def close(self) -> None:
         if self._dir is not None:
-            from vnetbench import rundir
+            from vnetbench.core import rundir
 
             rundir.remove_dir(Path(self._dir))
             self._dir = None

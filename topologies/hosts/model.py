@@ -18,7 +18,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, PrivateAttr
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .. import units, validation
 from ..sshlaunch import ssh_argv

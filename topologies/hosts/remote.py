@@ -226,7 +226,7 @@ def fetch(topology, remote_path: str, add, *, timeout: float = DEFAULT_TIMEOUT) 
     host name -> {"new": n, "known": n, "bad": n} or {"error": why}; a host without the file
     reports {"missing": True}.
     """
-    from vnetbench.records import check_record
+    from vnetbench.core.records import check_record
 
     named = connections(topology, timeout)
     summary = {}

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 
 from .. import fabric
 from ..base import LaunchSpec

@@ -76,7 +76,7 @@ class QemuBackend(OnThisHost, Realised):
         return spec
 
     def own_cpu_seconds(self) -> float | None:
-        from vnetbench.procs import cpu_seconds
+        from vnetbench.core.procs import cpu_seconds
 
         return sum(cpu_seconds(facts["qemu_pid"]) for facts in (self.state.get("guests") or {}).values()
                    if isinstance(facts.get("qemu_pid"), int))
@@ -100,7 +100,7 @@ class QemuBackend(OnThisHost, Realised):
     def _write_hostfile(self, entries) -> str:
         from pathlib import Path
 
-        from vnetbench import rundir
+        from vnetbench.core import rundir
 
         from ..sshlaunch import write_hostfile
 
@@ -110,7 +110,7 @@ class QemuBackend(OnThisHost, Realised):
 
     def close(self) -> None:
         if self._dir is not None:
-            from vnetbench import rundir
+            from vnetbench.core import rundir
 
             rundir.remove_dir(self._dir)
             self._dir = None

@@ -16,8 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from vnetbench import procs
-from vnetbench.errors import LaunchError
+from vnetbench.core import procs
+from vnetbench.core.errors import LaunchError
 
 from .. import linux, state
 from . import machine

@@ -9,7 +9,7 @@ decided before anything is made; ``guests`` what each guest said and where its Q
 
 import shutil
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 
 from .. import fabric, lifecycle, linux, state
 from ..host import HostFacts

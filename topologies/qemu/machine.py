@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 QEMU = "qemu-system-x86_64"
 PROBE_SECONDS = 30.0
@@ -159,7 +159,7 @@ def kvm_probe(image: str) -> str | None:
             except subprocess.TimeoutExpired:
                 pass
             finally:
-                from vnetbench import procs
+                from vnetbench.core import procs
 
                 procs.kill_session(proc.pid, grace=1.0)
                 proc.wait()

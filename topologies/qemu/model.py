@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, PlainValidator
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .. import units
 from ..spec import Topology

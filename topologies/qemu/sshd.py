@@ -10,7 +10,7 @@ goes with the state directory when the topology goes.
 import subprocess
 from pathlib import Path
 
-from vnetbench.errors import LaunchError
+from vnetbench.core.errors import LaunchError
 
 from .. import state
 from .plan import SSH_PORT

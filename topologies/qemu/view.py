@@ -1,6 +1,6 @@
 """How the qemu backend shows a topology: ``topology show`` before bring-up, the record's and status' view once up."""
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from .. import fabric, sizing
 from ..host import HostFacts, detect, format_cpulist

@@ -9,7 +9,7 @@ import functools
 import os
 import re
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from ..intent import Intent
 from .cluster import Cluster, hostnames, slurm_cmd, spanned

@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from .. import hostcheck
 from ..base import HostReport

@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, PrivateAttr
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .. import validation
 

@@ -16,7 +16,7 @@ tops import nothing: rich only when text is rendered, matplotlib only when a plo
 
 from collections.abc import Sequence
 
-from vnetbench.registry import Registry
+from vnetbench.core.registry import Registry
 
 KINDS = ("run", "report", "compare")
 # name -> module in this package; the order is the order of --format's choices and of the written options
@@ -109,7 +109,7 @@ def check_target(module, path: str | None) -> None:
     """UsageError, before anything is read, when a written format cannot write ``path``."""
     from pathlib import Path
 
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     if path is None:
         return

@@ -5,7 +5,7 @@ the reason when the output holds none of what it reads, or holds it damaged), an
 ``metrics(m)``, ``table(names)`` and ``headline(m)`` for what it wrote (kernels/contract.py).
 """
 
-from vnetbench.registry import Registry
+from vnetbench.core.registry import Registry
 
 PARSERS = Registry("parser", {
     "osu": "osu",

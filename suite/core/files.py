@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
 MAX_BYTES = 1 << 20
 # deeper than any topology or inventory; PyYAML's composer recurses, and a few thousand '['

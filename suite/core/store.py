@@ -7,7 +7,7 @@ where the file system has no flock (Lustre mounted without it, some NFS setups) 
 file beside the store (filelock's SoftFileLock: created exclusively, names its holder, so a
 dead holder's lock is taken over).
 
-Reading streams the file a bounded line at a time (topologies/files.py), so memory follows
+Reading streams the file a bounded line at a time (suite/core/files.py), so memory follows
 the longest line, not the store's size, and a device or FIFO given as a store is refused.
 """
 
@@ -155,7 +155,7 @@ class Store:
         UsageError naming ``option`` when the store is missing or not a regular file.
         """
         # here: the bounded readers' module imports PyYAML, which a run that only appends does not need
-        from vnetbench.topologies.files import MAX_LINE, bounded_lines, open_regular
+        from vnetbench.core.files import MAX_LINE, bounded_lines, open_regular
 
         if not self.path.exists():
             raise UsageError(f"{option}: {self.path} does not exist")
