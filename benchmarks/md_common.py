@@ -81,7 +81,7 @@ def lammps() -> str:
 def same_mpi() -> str:
     """The launcher LAMMPS's MPI library comes with (what `vnetbench exec --mpi auto` picks for lmp), to
     give both codes as --mpi."""
-    from vnetbench import mpiselect
+    from vnetbench.mpi import selection as mpiselect
     from vnetbench.core.errors import UsageError
 
     try:

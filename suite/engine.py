@@ -16,7 +16,8 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from . import jobs, launch, mpiselect, topologies
+from . import jobs, launch, topologies
+from .mpi import selection as mpiselect
 from .core import procs
 from .core.errors import UsageError
 from .core.records import failure_record, new_run_id

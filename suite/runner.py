@@ -25,7 +25,8 @@ def prepare(kernel: str, params: dict | None, ranks: int) -> tuple[object, dict]
 def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options=None, bind_requested=None,
              launcher=None) -> dict:
     """One repetition of ``kernel`` on a realised topology with a LaunchSpec from ``realised.launch``."""
-    from . import engine, mpiselect
+    from . import engine
+    from .mpi import selection as mpiselect
 
     return engine.run_once(KernelWorkload(kernel, params), realised, spec, ranks, repetition, timeout,
                            launcher or mpiselect.choose(None)[0], bind=bind_requested, rank_options=rank_options)

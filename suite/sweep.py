@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import engine, kernels, mpiselect, topologies, workloads
+from . import engine, kernels, topologies, workloads
+from .mpi import selection as mpiselect
 from .core.errors import UsageError, VnetbenchError
 from .analysis.records import ConfigKey, bind_of, canonical, config_key
 from .core.store import Store, append_or_show

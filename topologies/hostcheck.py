@@ -41,7 +41,7 @@ def probe(spec):
         except (OSError, subprocess.TimeoutExpired) as exc:
             out["open_mpi_error"] = str(exc)
     try:  # the MPI the kernels would run with there (--mpi), and its launcher: a site MPI or the wheel
-        from vnetbench import mpiselect
+        from vnetbench.mpi import selection as mpiselect
         launcher, needs = mpiselect.choose(spec.get("mpi"))
         out["mpi"] = f"{launcher} ({launcher.runtime}, {needs.soname if needs else 'no mpi4py'})"
         out["mpi_launcher"] = launcher.path

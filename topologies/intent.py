@@ -1,6 +1,6 @@
 """A backend's launch intent (hosts and slots, agent, subnet, binding), and its one rendering in Open MPI 5 syntax.
 
-Backends say what they want started, whatever the MPI; a launcher flavour (vnetbench.flavours) turns the
+Backends say what they want started, whatever the MPI; a launcher flavour (vnetbench.mpi.flavours) turns the
 intent into its own argv. ``prrte_args`` is the Open MPI 5 (PRRTE) rendering: the default launcher's,
 and the arguments a record shows. This module imports nothing of vnetbench: every layer may use it.
 """

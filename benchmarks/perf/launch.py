@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench import mpi, mpiselect, topologies
+from vnetbench import mpi, topologies
+from vnetbench.mpi import selection as mpiselect
 from vnetbench.core import mpilib
 from vnetbench.launch import launcher_env
 

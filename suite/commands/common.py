@@ -130,7 +130,7 @@ def add_bind(parser) -> None:
 
 
 def add_mpi(parser) -> None:
-    from vnetbench import mpiselect
+    from vnetbench.mpi import selection as mpiselect
 
     mpiselect.add_option(parser)
 

@@ -27,7 +27,7 @@ def register(sub):
     check.add_argument("--clock-tolerance", type=float_range(0.0), default=2.0, metavar="S",
                        help="largest clock offset from this machine allowed (default 2 s)")
     check.add_argument("--json", action="store_true", help="print the reports as JSON on stdout")
-    from vnetbench import mpiselect
+    from vnetbench.mpi import selection as mpiselect
 
     mpiselect.add_option(check)
     check.set_defaults(func=handle_check)

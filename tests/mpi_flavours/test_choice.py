@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from vnetbench import flavours, linkage, mpiselect
+from vnetbench.mpi import selection as mpiselect
+from vnetbench.mpi import linkage
+from vnetbench.mpi import flavours
 
 from .conftest import BIN, FLAVOURS, LIBRARY_FILE, TINY, cli, launcher_of
 from .conftest import LAUNCHERS_OF as LAUNCHERS

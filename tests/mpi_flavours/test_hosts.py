@@ -33,7 +33,9 @@ def hosts():
 
 
 def test_hello_on_two_hosts(flavour, hello_of, hosts):
-    from vnetbench import flavours, jobs, launch, mpiselect, topologies
+    from vnetbench import jobs, launch, topologies
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.mpi import flavours
     from vnetbench.core.records import new_run_id
 
     hello = hello_of(flavour)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vnetbench import flavours
+from vnetbench.mpi import flavours
 from vnetbench.core.errors import LaunchError
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench import flavours, launch, topologies
+from vnetbench import launch, topologies
+from vnetbench.mpi import flavours
 from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import base
 from vnetbench.topologies.netns import plan

@@ -152,7 +152,9 @@ def test_the_rank_reads_what_mpi_named_from_its_context():
 def test_an_mpi4py_built_from_source_keeps_its_one_mpi(monkeypatch):
     """Not the wheel (an MPI outside both ABIs, built with MPICC=...): the ranks load what it was built against,
     so kernels are refused a launcher of another family, as a program is, and nothing is selected on the ranks."""
-    from vnetbench import flavours, linkage, mpiselect
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.mpi import linkage
+    from vnetbench.mpi import flavours
     from vnetbench.core.errors import UsageError
 
     launchers = {"openmpi": flavours.OpenMPI5("/v/bin/mpirun", "5.0.11"),

@@ -129,7 +129,7 @@ def test_a_state_of_guests_names_only_what_vnetbench_makes():
 
 
 def test_ranks_reach_the_guests_over_ssh_as_on_hosts(tmp_path):
-    from vnetbench.flavours import OpenMPI4, OpenMPI5
+    from vnetbench.mpi.flavours import OpenMPI4, OpenMPI5
 
     lay = plan.layout(qemu(vms=2), TWO_CPUS, ipaddress.IPv4Network("10.213.9.0/24"))
     files = []

@@ -229,7 +229,7 @@ def test_a_ledger_entry_is_trusted_only_as_a_sweep_writes_it():
 
 
 def test_srun_gives_the_ranks_the_transport_settings_in_their_own_mpis_names(monkeypatch):
-    from vnetbench import flavours
+    from vnetbench.mpi import flavours
     from vnetbench.topologies.slurm import SlurmBackend
 
     monkeypatch.setattr(allocation, "site_pmis", lambda: frozenset({"pmix", "pmi2"}))

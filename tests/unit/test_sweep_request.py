@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench import batchjob, engine, kernels, mpiselect, studies, sweep, workloads
+from vnetbench import batchjob, engine, kernels, studies, sweep, workloads
+from vnetbench.mpi import selection as mpiselect
 from vnetbench.core.errors import UsageError
 from vnetbench.core.store import Store
 from vnetbench.topologies import base

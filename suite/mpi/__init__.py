@@ -1,14 +1,29 @@
-"""Where the virtual environment's Open MPI lives, and the environment it needs to run."""
+"""The MPI: choosing, describing and launching one.
+
+- here: the MPI families (``FAMILIES``: the one table), where the virtual environment's Open MPI lives and the
+  environment it needs to run;
+- ``flavours``: each launcher's arguments (``mpirun`` of Open MPI 5 and 4, MPICH's and Intel MPI's ``mpiexec``),
+  one class each behind one registry, detected from a launcher's ``--version``;
+- ``selection``: ``--mpi auto|openmpi|mpich|PATH`` -> a launcher and the library the ranks load;
+- ``linkage``: which MPI library a program is linked against (ELF);
+- ``vnetbench.core.mpilib`` (in the core: every rank runs it before MPI_Init, kernels/ import it): which libmpi a
+  rank's mpi4py loads, and its check against the launcher's.
+"""
 
 import functools
 import os
 import shutil
 import subprocess
 import sys
+from collections import namedtuple
 from pathlib import Path
 
-from .core.errors import LaunchError
-from .topologies.host import usable_cpus  # noqa: F401 (its home is the host facts; callers here use it)
+from ..core.errors import LaunchError
+from ..topologies.host import usable_cpus  # noqa: F401 (its home is the host facts; callers here use it)
+
+Family = namedtuple("Family", "name abi")
+# the MPI families vnetbench tells apart, by the ABI of their libraries: family -> its name, its ABI's name
+FAMILIES = {"openmpi": Family("Open MPI", "Open MPI"), "mpich": Family("MPICH", "MPICH ABI")}
 
 
 def bindir() -> Path:

@@ -11,13 +11,14 @@ import glob
 import os
 from collections import deque, namedtuple
 
+from . import FAMILIES
+
 # the MPI library's soname -> its ABI family
 MPI_SONAMES = {
     "libmpi.so.40": "openmpi",
     "libmpich.so.12": "mpich",
     "libmpi.so.12": "mpich",
 }
-FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH ABI"}
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 MAX_LIBRARIES = 400  # a program with more is read no further (ours need a dozen)
 
@@ -31,7 +32,7 @@ class Linkage(namedtuple("Linkage", "family soname path via", defaults=(None,)))
 
     def describe(self) -> str:
         """'the MPICH ABI (libmpich.so.12)'."""
-        return f"the {FAMILY_NAMES[self.family]} ({self.soname})"
+        return f"the {FAMILIES[self.family].abi} ({self.soname})"
 
 
 def is_elf(path: str) -> bool:

@@ -11,11 +11,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from .core.errors import LaunchError, UsageError
-from .core.registry import Registry
-from .topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
+from ..core.errors import LaunchError, UsageError
+from ..core.registry import Registry
+from ..topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
 
-FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
 _FLAVOURS = Registry("--mpi", noun="launcher flavour")
 register = _FLAVOURS.register
 # vnetbench's launch agent into emulated VMs, wherever its module lives (``python -m vnetbench...agent``), or
@@ -285,7 +284,7 @@ def _hydra_hostfile(path: str) -> str:
 def detect(path: str) -> Launcher:
     """The launcher at ``path``, its flavour and version read from its ``--version``; UsageError when
     it is missing or none of ours."""
-    from .mpi import run_env
+    from . import run_env
 
     real = os.path.abspath(path)
     if not (os.path.isfile(real) and os.access(real, os.X_OK)):
@@ -322,7 +321,7 @@ def _version_file(real: str) -> Path:
     """The cache entry for the launcher at ``real`` (the cache made private if missing; LaunchError if it is not)."""
     import zlib  # not hashlib (OpenSSL: 4 ms to load); two paths of one name differ in their identity
 
-    from .core.rundir import cache_dir
+    from ..core.rundir import cache_dir
 
     return cache_dir() / f"launcher-{zlib.crc32(os.path.realpath(real).encode()):08x}"
 

