@@ -99,14 +99,14 @@ def bring_up_and_down(repeat: int, quiet: float) -> list[dict]:
 
 def private(preset: str):
     """The preset's shape under a name of its own, so that runs of the preset elsewhere do not clash."""
-    from vnetbench.topologies import presets, spec
+    from vnetbench.topologies.model import presets, spec
 
     return spec.from_dict({**presets.PRESETS[preset], "name": f"fidelity-{preset}"}, source=f"preset {preset}")
 
 
 def measure(args) -> dict:
     from vnetbench import topologies
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
 
     for name in ("2vm-2vswitch", "2vm-1vswitch", "4vm-4vswitch"):
         if state.read(private(name).id) is not None:

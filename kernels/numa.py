@@ -11,7 +11,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from vnetbench.core.errors import UsageError
-from vnetbench.topologies.host import NODE_SYSFS, node_cpus
+from vnetbench.topologies.thishost.host import NODE_SYSFS, node_cpus
 
 POLICIES = ("local", "remote", "interleave")
 SYSFS = NODE_SYSFS

@@ -21,7 +21,7 @@ def save_facts(store: str | Path, found: dict[str, dict], source: str) -> Path:
     path = environment_path(store)
     record = {"schema_version": 1, "kind": "environment", "hosts": {}}
     if path.exists():
-        from .topologies.files import read_text
+        from vnetbench.core.files import read_text
 
         try:  # a few KiB a host: bounded, and a device or FIFO put in its place is refused, not read
             record = json.loads(read_text(path, str(path), "an environment record", limit=64 << 20))

@@ -138,7 +138,7 @@ def namd(cpus: int) -> Study:
 
 
 def numa_nodes() -> int:
-    from .topologies.host import node_cpus
+    from vnetbench.topologies.thishost.host import node_cpus
 
     return len(node_cpus()) or 1
 

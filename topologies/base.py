@@ -41,7 +41,7 @@ from collections.abc import Callable
 from vnetbench.core.errors import SpecError
 from vnetbench.core.registry import Registry
 
-from .intent import Intent, prrte_args
+from .launch.intent import Intent, prrte_args
 
 
 class Entry(namedtuple("Entry", "module prefixes refs", defaults=((), True))):

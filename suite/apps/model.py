@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validat
 
 from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.core.files import one_line, read_text, read_yaml
-from vnetbench.topologies.validation import Lines, report, validated, where
+from vnetbench.topologies.model.validation import Lines, report, validated, where
 
 from . import patterns
 

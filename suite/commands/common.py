@@ -26,7 +26,8 @@ def add_topology(parser, *, required: bool = False) -> None:
     """``--topology REF`` or, for real hosts, ``--hostfile FILE`` / ``--inventory FILE`` (the hosts backend's
     refs ``hostfile:FILE`` and ``inventory:FILE``)."""
     def topology_help():
-        from vnetbench.topologies import base, presets
+        from vnetbench.topologies import base
+        from vnetbench.topologies.model import presets
 
         refs = [f"{prefix}:" for prefix in base.ref_prefixes()]
         return (f"a preset ({', '.join(presets.PRESETS)}), a topology YAML, a hostfile or inventory, or a backend's "
@@ -82,7 +83,7 @@ def vm_ref(args, ref: str) -> str:
         kernel = os.path.abspath(kernel)
     from urllib.parse import urlencode
 
-    from vnetbench.topologies import presets
+    from vnetbench.topologies.model import presets
 
     if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
         return ref  # no VM to boot
@@ -122,7 +123,7 @@ def add_timeout(parser, *, default: str = "the workload's: per kernel, or the ap
 
 
 def add_bind(parser) -> None:
-    from vnetbench.topologies.binding import BIND_CHOICES
+    from vnetbench.topologies.launch.binding import BIND_CHOICES
 
     parser.add_argument("--bind", choices=BIND_CHOICES,
                         help="bind each rank to a core (default when ranks fit the cores; VMs' ranks run on their "

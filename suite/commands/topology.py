@@ -47,7 +47,7 @@ def register(sub):
 
 def handle_list(args) -> int:
     from vnetbench import topologies
-    from vnetbench.topologies import presets
+    from vnetbench.topologies.model import presets
 
     up = {row["name"] for name in topologies.names() for row in topologies.backend(name).status()}
     rows = []

@@ -19,7 +19,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from ..core.errors import LaunchError
-from ..topologies.host import usable_cpus  # noqa: F401 (its home is the host facts; callers here use it)
+from vnetbench.topologies.thishost.host import usable_cpus  # noqa: F401 (its home is the host facts; callers here use it)
 
 Family = namedtuple("Family", "name abi")
 # the MPI families vnetbench tells apart, by the ABI of their libraries: family -> its name, its ABI's name

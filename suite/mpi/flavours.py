@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core.errors import LaunchError, UsageError
 from ..core.registry import Registry
-from ..topologies.intent import VM_IFACE, Intent, mca_args, prrte_args
+from vnetbench.topologies.launch.intent import VM_IFACE, Intent, mca_args, prrte_args
 
 _FLAVOURS = Registry("--mpi", noun="launcher flavour")
 register = _FLAVOURS.register

@@ -21,7 +21,8 @@ pytestmark = [requires_netns, pytest.mark.timeout(240)]
 
 
 def state_of(name: str) -> dict:
-    from vnetbench.topologies import spec, state
+    from vnetbench.topologies.model import spec
+    from vnetbench.topologies.thishost import state
 
     return state.read(spec.load_topology(name).id)
 
@@ -168,7 +169,7 @@ def test_a_shaped_uplink_is_slower_than_an_unshaped_bridge(host_unchanged, tmp_p
 @requires_mpi
 def test_sigterm_during_a_run_leaves_nothing_behind(host_unchanged, tmp_path):
     host_unchanged('2vm-2vswitch')
-    from vnetbench.topologies import linux
+    from vnetbench.topologies.thishost import linux
 
     proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--topology", "2vm-2vswitch",
                              "--ranks", "2", "--iterations", "10000000", "--max-size", "8",
@@ -233,9 +234,9 @@ def _prterun_on(subnet: str) -> subprocess.CompletedProcess:
 def test_the_head_s_bridge_is_numbered_so_that_open_mpi_5_can_match_it(host_unchanged):
     """PMIx 5.0 reads an interface's index into an int16_t: Open MPI 5's mpirun finds no interface in a subnet
     whose bridge is numbered 32768 or above, and a host that has made many interfaces numbers every new one so
-    (vnetbench.topologies.linux). A bridge of the test's, numbered so, shows it; the head's bridge takes the lowest
+    (vnetbench.topologies.thishost.linux). A bridge of the test's, numbered so, shows it; the head's bridge takes the lowest
     free number instead - below a hole the test leaves, which the kernel, numbering upwards, would not give."""
-    from vnetbench.topologies import linux
+    from vnetbench.topologies.thishost import linux
 
     hole = _bridge("vnbtesthole")
     subprocess.run(["ip", "link", "del", "vnbtesthole"], check=True)
@@ -337,7 +338,7 @@ def test_bring_up_waits_for_a_link_s_carrier_and_names_one_that_never_comes(host
     """A topology is up when its links carry: linux.wait_running returns once a veth whose peer is up reports its
     carrier, and names one whose peer stays down (here, a pair of the test's own)."""
     from vnetbench.core.errors import LaunchError
-    from vnetbench.topologies import linux
+    from vnetbench.topologies.thishost import linux
 
     subprocess.run(["ip", "link", "add", "vnbtestw0", "type", "veth", "peer", "name", "vnbtestw1"], check=True)
     try:

@@ -72,14 +72,15 @@ def cli(*args, timeout: float = RUN_TIMEOUT, check: bool = False, env=None) -> s
 
 
 def state_of(path: Path) -> dict:
-    from vnetbench.topologies import load, state
+    from vnetbench.topologies import load
+    from vnetbench.topologies.thishost import state
 
     return state.read(load(str(path)).id)
 
 
 def ours(topology_id: str) -> dict:
     """What of this topology exists on the host: interfaces with its id, its guests' processes, its state."""
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
     from vnetbench.topologies.qemu import guests
 
     links = sorted(name for _, name in socket.if_nameindex() if name.startswith(f"vnb{topology_id}"))

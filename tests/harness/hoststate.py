@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-# vnetbench's names (topologies/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
+# vnetbench's names (topologies/thishost/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
 # tier's sshd namespaces, "vnbt...") may come and go while tests run, and are left out of the comparison
 OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvut])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
@@ -51,7 +51,7 @@ def _considered(name) -> bool:
 
 def network() -> dict:
     """What vnetbench may change in the host's networking, cgroups and state, comparable with ==."""
-    from vnetbench.topologies import cgroups as hierarchy
+    from vnetbench.topologies.thishost import cgroups as hierarchy
 
     links = [l for l in _json("ip", "-j", "link", "show") if _considered(l["ifname"])]
     # cgroups are the host's, in no namespace: where tests/harness/lanes.py cannot give its sandbox lane cgroups

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from vnetbench.core.errors import UsageError
 from vnetbench.topologies.base import Backend, HostReport, LaunchSpec, register
-from vnetbench.topologies.binding import binding
-from vnetbench.topologies.host import usable_cpus
-from vnetbench.topologies.intent import Intent, one_host_transport
+from vnetbench.topologies.launch.binding import binding
+from vnetbench.topologies.thishost.host import usable_cpus
+from vnetbench.topologies.launch.intent import Intent, one_host_transport
 
 STATE = Path(os.environ["TOYHOST_STATE"])
 

@@ -11,9 +11,9 @@ from vnetbench.mpi import flavours
 from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import base
 from vnetbench.topologies.netns import plan
-from vnetbench.topologies.host import HostFacts
-from vnetbench.topologies.intent import Intent, prrte_args
-from vnetbench.topologies.spec import load_topology
+from vnetbench.topologies.thishost.host import HostFacts
+from vnetbench.topologies.launch.intent import Intent, prrte_args
+from vnetbench.topologies.model.spec import load_topology
 
 SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def test_every_registered_backend_is_a_backend_class_of_its_name(name):
 
 @pytest.mark.parametrize("name", base.names())
 def test_the_spec_model_accepts_exactly_the_registry_s_names(name):
-    from vnetbench.topologies.spec import from_dict
+    from vnetbench.topologies.model.spec import from_dict
 
     data = {"name": "t", "backend": name}
     try:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from vnetbench.core.errors import SpecError, UsageError
-from vnetbench.topologies import validation
+from vnetbench.topologies.model import validation
 from vnetbench.topologies.hosts import HostsBackend
 from vnetbench.topologies.hosts.model import from_file
 

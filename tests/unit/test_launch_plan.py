@@ -6,9 +6,9 @@ import pytest
 
 from vnetbench import kernels, launch, mpi
 from vnetbench.core.errors import UsageError
-from vnetbench.topologies.binding import binding
+from vnetbench.topologies.launch.binding import binding
 from vnetbench.topologies.local import LocalRealised
-from vnetbench.topologies.spec import load_topology
+from vnetbench.topologies.model.spec import load_topology
 
 
 def test_ranks_that_fit_are_bound_to_cores():
@@ -85,7 +85,7 @@ def test_record_lines_are_recognised_and_other_output_is_not():
 
 def test_native_fast_path_describes_native_exactly_as_the_spec_model_does():
     from vnetbench import topologies
-    from vnetbench.topologies.spec import load_topology
+    from vnetbench.topologies.model.spec import load_topology
 
     fast = topologies.load("native")
     assert fast.to_dict() == load_topology("native").to_dict()

@@ -1,7 +1,7 @@
 """The layers, as test_tiers.py keeps the tiers: the core (suite/core/, ``vnetbench.core``) imports only itself;
 kernels/ and topologies/ import nothing of suite/ but the core. Read from the sources (ast), imports at any depth,
 relative ones resolved; a function a module names in ``SHIPPED`` is skipped: its source runs on another host, in
-that host's Python, importing that host's vnetbench (topologies/hostcheck.py's ``probe``)."""
+that host's Python, importing that host's vnetbench (topologies/launch/hostcheck.py's ``probe``)."""
 
 import ast
 from pathlib import Path

@@ -14,8 +14,9 @@ import pytest
 
 from vnetbench.analysis import compare, report, tables
 from vnetbench.core.errors import SpecError, UsageError
-from vnetbench.topologies import base, fabric, state
-from vnetbench.topologies.host import HostFacts
+from vnetbench.topologies import base
+from vnetbench.topologies.thishost import fabric, state
+from vnetbench.topologies.thishost.host import HostFacts
 from vnetbench.topologies.qemu import guests, model, plan, sshd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "data" / "stores"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vnetbench.core.errors import UsageError
-from vnetbench.topologies.intent import Intent
+from vnetbench.topologies.launch.intent import Intent
 from vnetbench.topologies.slurm import allocation, spec
 from vnetbench.topologies.slurm.cluster import Cluster, job_facts
 from vnetbench.topologies.slurm.jobs import effective_state, status_of

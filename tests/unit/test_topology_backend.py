@@ -11,10 +11,10 @@ import pytest
 from conftest import vnetbench
 from vnetbench import cli
 from vnetbench.core.errors import SpecError, UsageError
-from vnetbench.topologies import fabric, linux, state
+from vnetbench.topologies.thishost import fabric, linux, state
 from vnetbench.topologies.netns import agent, life
-from vnetbench.topologies.host import HostFacts
-from vnetbench.topologies.spec import load_file, load_topology
+from vnetbench.topologies.thishost.host import HostFacts
+from vnetbench.topologies.model.spec import load_file, load_topology
 
 SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from vnetbench.core.errors import LaunchError, UsageError
 
 from ..base import Backend, LaunchSpec, idle_vms, register
-from ..sshlaunch import SSH_DEFAULTS, SshHost, ssh_launch, write_hostfile
+from ..launch.sshlaunch import SSH_DEFAULTS, SshHost, ssh_launch, write_hostfile
 from . import model, refs
 from .model import HostsTopology, Ssh
 
@@ -62,7 +62,7 @@ class HostsBackend(Backend):
     @classmethod
     def from_data(cls, data: dict, source: str, lines=None) -> HostsTopology:
         if isinstance(data, dict) and "vms" in data:  # a VM topology: validated as every VM topology is
-            from ..spec import from_dict
+            from ..model.spec import from_dict
 
             return model.from_vms(from_dict(data, source=source, lines=lines))
         return model.from_file(data, source, lines)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vnetbench.core.errors import SpecError, UsageError
 
-from .. import validation
+from ..model import validation
 from vnetbench.core.files import read_yaml
 from . import hostfile, inventory, reading
 from .model import HostsTopology

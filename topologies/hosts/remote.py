@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from ..base import HostReport
-from ..hostcheck import compare as _compare
-from ..hostcheck import probe as _probe
-from ..hostcheck import read_probe
+from ..launch.hostcheck import compare as _compare
+from ..launch.hostcheck import probe as _probe
+from ..launch.hostcheck import read_probe
 
 DEFAULT_TIMEOUT = 20.0
 CLOCK_TOLERANCE = 2.0

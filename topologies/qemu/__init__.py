@@ -21,7 +21,7 @@ up; the flow around them is lifecycle.py's), ``view`` (``topology show``, the re
 """
 
 from ..base import LaunchSpec, Realised, register
-from ..lifecycle import OnThisHost
+from ..thishost.lifecycle import OnThisHost
 
 
 @register("qemu")
@@ -58,7 +58,7 @@ class QemuBackend(OnThisHost, Realised):
         self.layout = plan.Layout.from_dict(self.state["layout"])
 
     def check_ranks(self, ranks: int) -> None:
-        from ..binding import check_ranks
+        from ..launch.binding import check_ranks
 
         check_ranks(ranks)
 
@@ -84,7 +84,7 @@ class QemuBackend(OnThisHost, Realised):
     def health(self) -> tuple[str, list[str]] | None:
         """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs
         it cut off. Cheap (a /proc read and an ioctl per VM): a job's watch asks every quarter second."""
-        from .. import linux
+        from ..thishost import linux
         from . import guests
 
         lay, seen = self.layout, self.state.get("guests") or {}
@@ -102,7 +102,7 @@ class QemuBackend(OnThisHost, Realised):
 
         from vnetbench.core import rundir
 
-        from ..sshlaunch import write_hostfile
+        from ..launch.sshlaunch import write_hostfile
 
         if self._dir is None:
             self._dir = rundir.make_dir("qemu")

@@ -19,7 +19,7 @@ from pathlib import Path
 from vnetbench.core import procs
 from vnetbench.core.errors import LaunchError
 
-from .. import linux, state
+from ..thishost import linux, state
 from . import machine
 from .plan import SSH_PORT, GuestPlan, Layout, files
 from .qmp import Qmp

@@ -11,8 +11,8 @@ import shutil
 
 from vnetbench.core.errors import LaunchError, UsageError
 
-from .. import fabric, lifecycle, linux, state
-from ..host import HostFacts
+from ..thishost import fabric, lifecycle, linux, state
+from ..thishost.host import HostFacts
 from . import guests, machine, plan, sshd
 
 BACKEND = "qemu"

@@ -43,7 +43,7 @@ def virtme_run() -> str | None:
 
 def require() -> None:
     """UsageError (one line, nothing started) unless this host can run the qemu backend's guests."""
-    from ..linux import require_root_and_tools
+    from ..thishost.linux import require_root_and_tools
 
     require_root_and_tools("qemu", {tool: how for tool, how in TOOLS.items() if tool in ("ip", "tc")})
     missing = [f"{tool} ({how})" for tool, how in TOOLS.items() if not shutil.which(tool)]

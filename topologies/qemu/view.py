@@ -2,9 +2,10 @@
 
 from vnetbench.core.errors import UsageError
 
-from .. import fabric, sizing
-from ..host import HostFacts, detect, format_cpulist
-from ..units import human_size
+from ..thishost import fabric
+from ..model import sizing
+from ..thishost.host import HostFacts, detect, format_cpulist
+from ..model.units import human_size
 
 PINNING = "vCPU threads pinned to the VM's cpus (QMP query-cpus-fast, sched_setaffinity)"
 

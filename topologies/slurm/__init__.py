@@ -34,7 +34,7 @@ switches, layouts), ``allocation`` (inside one: nodes, placement, srun or mpirun
 from vnetbench.core.errors import UsageError
 
 from ..base import Backend, LaunchSpec, register
-from ..intent import Intent, tcp_transport
+from ..launch.intent import Intent, tcp_transport
 from . import allocation, cluster, spec
 
 

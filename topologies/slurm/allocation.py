@@ -11,7 +11,7 @@ import re
 
 from vnetbench.core.errors import UsageError
 
-from ..intent import Intent
+from ..launch.intent import Intent
 from .cluster import Cluster, hostnames, slurm_cmd, spanned
 
 

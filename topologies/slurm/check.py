@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from vnetbench.core.errors import UsageError
 
-from .. import hostcheck
+from ..launch import hostcheck
 from ..base import HostReport
 from .cluster import discover, slurm_cmd
 

@@ -10,7 +10,7 @@ import math
 from vnetbench.core.errors import SpecError
 
 from . import spec, units
-from .host import HostFacts, format_cpulist
+from vnetbench.topologies.thishost.host import HostFacts, format_cpulist
 from .validation import Lines, report
 
 
@@ -23,7 +23,7 @@ def fit(data, source: str, lines=None, host: HostFacts | None = None, checks=())
     for check in checks:
         problems += check(topology)
     if not problems:
-        from .host import detect
+        from vnetbench.topologies.thishost.host import detect
 
         host = host or detect()
         topology = scale(topology, host)
@@ -178,7 +178,7 @@ def preview(topology, host: HostFacts) -> tuple[dict, dict | None]:
     """What a topology whose VMs live on ``host`` is there, without bringing it up (the part every such backend
     shows): its id, the host's cpus, memory and NUMA nodes, each VM's cpus and nodes, its subnet (when up or
     fixed), whether it is up; and its state, when it is."""
-    from . import state
+    from vnetbench.topologies.thishost import state
 
     current = state.read(topology.id)
     assigned = assign_cpus(topology.vms, usable_by_node(host, topology))

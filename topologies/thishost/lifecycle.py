@@ -22,7 +22,7 @@ from typing import Callable
 from vnetbench.core.errors import Interrupted, LaunchError, SpecError, UsageError, signals_blocked
 
 from . import state
-from .base import idle_vms
+from vnetbench.topologies.base import idle_vms
 
 
 @dataclass(frozen=True)

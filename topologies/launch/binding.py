@@ -2,7 +2,7 @@
 
 from vnetbench.core.errors import UsageError
 
-from .base import MAX_RANKS
+from vnetbench.topologies.base import MAX_RANKS
 
 BIND_CHOICES = ("core", "none")
 

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from .base import LaunchSpec
+from vnetbench.topologies.base import LaunchSpec
 from .binding import binding
 from .intent import Intent, tcp_transport
 

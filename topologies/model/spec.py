@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, Pri
 from vnetbench.core.errors import SpecError, UsageError
 
 from . import units
-from . import base, validation
+from vnetbench.topologies import base
+from . import validation
 from .validation import Lines, report, validated, where
-from .host import HostFacts
+from vnetbench.topologies.thishost.host import HostFacts
 
 PLACEMENTS = units.PLACEMENTS
 NUMA_POLICIES = ("packed", "spread")

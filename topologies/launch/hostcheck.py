@@ -11,7 +11,7 @@ names such functions, for the layering test that keeps this package below the ru
 import json
 from collections import Counter
 
-from .base import HostReport
+from vnetbench.topologies.base import HostReport
 
 SHIPPED = ("probe",)  # functions that run on another host, in its Python (see above)
 # what every host must have the same of (probe key -> what the table calls it)

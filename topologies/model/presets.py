@@ -6,7 +6,7 @@ on 2 cpus a 4-VM topology gets 1 vCPU per VM, and its VMs share cores, as a cons
 The VM presets are the default VM backend's (``base.DEFAULT_VM_BACKEND``).
 """
 
-from .base import DEFAULT_VM_BACKEND
+from vnetbench.topologies.base import DEFAULT_VM_BACKEND
 
 STUDY_HOST = {"cpus": 16, "memory": "48GB"}
 UPLINK = {"rate": "1gbit"}  # one 1 GbE NIC per vSwitch to the physical switch

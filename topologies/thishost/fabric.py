@@ -247,7 +247,7 @@ def orphan_links(known_ids: set[str]) -> list[str]:
 
 def switch_table(topology) -> tuple[list[str], list[list]]:
     """``topology show``'s table of a topology's switches: each uplink's rate and delay."""
-    from .units import format_rate
+    from vnetbench.topologies.model.units import format_rate
 
     rows = []
     for sw in topology.switches:
