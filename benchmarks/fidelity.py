@@ -63,7 +63,7 @@ def wait_quiet(limit: float) -> float:
 
 
 def pingpong(up, size: int, repeat: int, quiet: float, **options) -> list[dict]:
-    from vnetbench import runner
+    from vnetbench.engine import runner
 
     params = {"min_size": size, "max_size": size, **options}
     samples = []

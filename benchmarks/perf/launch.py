@@ -17,7 +17,7 @@ from pathlib import Path
 from vnetbench import mpi, topologies
 from vnetbench.mpi import selection as mpiselect
 from vnetbench.core import mpilib
-from vnetbench.launch import launcher_env
+from vnetbench.engine.launch import launcher_env
 
 from . import HarnessError
 from .programs import Finished

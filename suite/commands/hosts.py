@@ -153,7 +153,7 @@ def handle_facts(args) -> int:
 
 
 def handle_fetch(args) -> int:
-    from vnetbench.ingest import Intake
+    from vnetbench.engine.ingest import Intake
     from vnetbench.core.store import Store
 
     topology = load(args)

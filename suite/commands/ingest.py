@@ -15,7 +15,7 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench.ingest import ingest
+    from vnetbench.engine.ingest import ingest
 
     added, skipped = ingest(args.files, Store(args.store))
     for record in skipped:

@@ -86,7 +86,7 @@ def print_help(parser, kernel: str) -> None:
 
 
 def handle(args) -> int:
-    from vnetbench import sweep
+    from vnetbench.engine import sweep
     from vnetbench.core.store import Store
 
     if args.help:
@@ -160,7 +160,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    from vnetbench import sweep
+    from vnetbench.engine import sweep
 
     console = Console(stderr=True, highlight=False)
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -221,7 +221,8 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
 
 
 def finish(args, plan, records, seconds, outcome: Outcome) -> int:
-    from vnetbench import analysis, sweep
+    from vnetbench import analysis
+    from vnetbench.engine import sweep
 
     by_status = sweep.failures(records)
     bad = sum(by_status.values())

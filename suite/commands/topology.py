@@ -143,7 +143,8 @@ def handle_status(args) -> int:
 
 
 def handle_cleanup(args) -> int:
-    from vnetbench import jobs, topologies
+    from vnetbench.engine import jobs
+    from vnetbench import topologies
 
     removed = jobs.sweep_orphans()
     for name in topologies.names():

@@ -60,7 +60,7 @@ class KernelWorkload(Workload):
         return {"bind_requested": run.bind}
 
     def rank_argv(self, run: Run) -> list[str]:
-        from vnetbench.launch import kernel_program
+        from vnetbench.engine.launch import kernel_program
 
         context = {"run_id": run.run_id, "repetition": run.repetition, "topology": run.realised.describe(),
                    "expected_placement": run.spec.expected_placement, "placement_labels": run.spec.placement_labels,

@@ -14,7 +14,8 @@ import pytest
 
 import vnetbench
 from conftest import json_lines, vnetbench as run_cli
-from vnetbench import runner, topologies
+from vnetbench.engine import runner
+from vnetbench import topologies
 from vnetbench.hostfacts import environment_path
 from vnetbench.core.store import Store
 

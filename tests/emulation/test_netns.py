@@ -141,7 +141,8 @@ def test_halo_across_4vm_4vswitch_puts_each_rank_in_its_vm(host_unchanged, tmp_p
 def test_a_rank_outside_its_vm_fails_validation(host_unchanged, tmp_path, monkeypatch):
     """The check is real: the same run, told to expect other addresses, comes out invalid."""
     host_unchanged("2vm-1vswitch")
-    from vnetbench import runner, topologies
+    from vnetbench.engine import runner
+    from vnetbench import topologies
 
     topology = topologies.load("2vm-1vswitch")
     with topologies.realise(topology) as realised:

@@ -150,7 +150,8 @@ def test_ranks_that_are_singletons_fail_the_run():
     """The last guard: Hydra starting ranks whose mpi4py loads Open MPI gives two worlds of one rank."""
     if not os.access(LAUNCHERS["mpich"], os.X_OK):
         pytest.skip("MPICH is missing")
-    from vnetbench import runner, topologies
+    from vnetbench.engine import runner
+    from vnetbench import topologies
 
     hydra = flavours.detect(LAUNCHERS["mpich"])  # the library API, below the --mpi check
     with topologies.realise(topologies.load("native")) as up:

@@ -33,7 +33,8 @@ def hosts():
 
 
 def test_hello_on_two_hosts(flavour, hello_of, hosts):
-    from vnetbench import jobs, launch, topologies
+    from vnetbench.engine import jobs, launch
+    from vnetbench import topologies
     from vnetbench.mpi import selection as mpiselect
     from vnetbench.mpi import flavours
     from vnetbench.core.records import new_run_id
@@ -69,7 +70,8 @@ def _check(hosts, venv: str, *extra) -> tuple[int, list[dict], str]:
 
 def allreduce_on_hosts(hosts, mpi: str, name: str) -> dict:
     """One allreduce of 2 ranks on h0 and h1 with ``--mpi mpi``: its record."""
-    from vnetbench import runner, topologies
+    from vnetbench.engine import runner
+    from vnetbench import topologies
 
     inventory = hosts.write_inventory(hosts.dir / f"inventory-{name}.yml", {"compute": ["h0", "h1"]},
                                       all_vars={"vnetbench_venv": sys.prefix})

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from vnetbench import jobs
+from vnetbench.engine import jobs
 from vnetbench.mpi import run_env
 
 from .conftest import LAUNCHERS_OF, LIBRARY_FILE

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench import launch, topologies
+from vnetbench.engine import launch
+from vnetbench import topologies
 from vnetbench.mpi import flavours
 from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import base

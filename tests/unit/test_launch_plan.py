@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from vnetbench import kernels, launch, mpi
+from vnetbench import kernels, mpi
+from vnetbench.engine import launch
 from vnetbench.core.errors import UsageError
 from vnetbench.topologies.launch.binding import binding
 from vnetbench.topologies.local import LocalRealised

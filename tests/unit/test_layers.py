@@ -72,7 +72,7 @@ def test_the_core_imports_only_itself(path):
 def test_the_rule_sees_an_upward_import(tmp_path, monkeypatch):
     # the check itself: a topology module importing the runtime, absolutely, relatively or in a function, is seen
     probe = ROOT / "topologies" / "base.py"
-    source = "from .. import engine\nfrom vnetbench.launch import plan\ndef f():\n    import vnetbench.sweep\n" \
+    source = "from .. import engine\nfrom vnetbench.engine.launch import plan\ndef f():\n    import vnetbench.engine.sweep\n" \
              "import vnetbench\n"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: source if self == probe else "")
-    assert vnetbench_imports(probe) == {"vnetbench.engine", "vnetbench.launch.plan", "vnetbench.sweep"}
+    assert vnetbench_imports(probe) == {"vnetbench.engine", "vnetbench.engine.launch.plan", "vnetbench.engine.sweep"}

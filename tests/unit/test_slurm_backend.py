@@ -188,9 +188,9 @@ def test_the_job_script_runs_the_runtimes_command_on_the_request(tmp_path):
     from vnetbench.topologies.slurm.jobs import job_name, script
 
     request = tmp_path / "a dir" / "request.json"
-    text = script(["/opt/py thon", "-m", "vnetbench.batchjob"], request)
+    text = script(["/opt/py thon", "-m", "vnetbench.engine.batchjob"], request)
     assert text.startswith("#!/bin/sh\n")
-    assert f"exec '/opt/py thon' -m vnetbench.batchjob '{request}'" in text.splitlines()
+    assert f"exec '/opt/py thon' -m vnetbench.engine.batchjob '{request}'" in text.splitlines()
     assert job_name({"record": {"kernel": "my app; rm"}}) == "vnetbench-my_app__rm"
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench import batchjob, engine, kernels, studies, sweep, workloads
+from vnetbench.engine import batchjob, sweep
+from vnetbench import engine, kernels, studies, workloads
 from vnetbench.mpi import selection as mpiselect
 from vnetbench.core.errors import UsageError
 from vnetbench.core.store import Store
@@ -151,7 +152,7 @@ def test_run_on_a_batch_backend_hands_the_request_to_its_batch(toy_batch, tmp_pa
     ((what, topology, request, ranks, command, launcher),) = toy_batch
     assert what == "run"
     assert topology.name == "two" and ranks == 2 and command == engine.BATCH_COMMAND
-    assert command[1:] == ["-m", "vnetbench.batchjob"]
+    assert command[1:] == ["-m", "vnetbench.engine.batchjob"]
     assert request == {"workload": workload.to_request(), "record": {"kernel": "allreduce", "params": workload.params},
                        "ranks": 2, "repeat": 3, "timeout": 5, "bind": "none", "rank_options": {"counters": True},
                        "mpi": Launcher.path, "topology": "toybatch:two"}

@@ -1,8 +1,8 @@
 """Records from elsewhere (direct ``--record`` launches, files fetched from hosts) into a store, each run once."""
 
-from .analysis.records import identity
-from .core.errors import UsageError
-from .core.store import BadLine, Store
+from vnetbench.analysis.records import identity
+from vnetbench.core.errors import UsageError
+from vnetbench.core.store import BadLine, Store
 
 
 def load_records(paths: list[str]) -> list[dict]:

@@ -30,10 +30,10 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from .core import procs
-from .core.procs import start_time as _start_time
-from .core.rundir import private_dir as _private_dir
-from .core.rundir import state_root
+from vnetbench.core import procs
+from vnetbench.core.procs import start_time as _start_time
+from vnetbench.core.rundir import private_dir as _private_dir
+from vnetbench.core.rundir import state_root
 
 ENV = "VNETBENCH_JOB_DIR"
 SHM = Path("/dev/shm")

@@ -17,12 +17,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import engine, kernels, topologies, workloads
-from .mpi import selection as mpiselect
-from .core.errors import UsageError, VnetbenchError
-from .analysis.records import ConfigKey, bind_of, canonical, config_key
-from .core.store import Store, append_or_show
-from .topologies.base import BatchItem
+from vnetbench import engine, kernels, topologies, workloads
+from vnetbench.mpi import selection as mpiselect
+from vnetbench.core.errors import UsageError, VnetbenchError
+from vnetbench.analysis.records import ConfigKey, bind_of, canonical, config_key
+from vnetbench.core.store import Store, append_or_show
+from vnetbench.topologies.base import BatchItem
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Request:
 
 def kernel_of(study: str | None, kernel: str | None) -> str:
     """The kernel a sweep runs: ``kernel``, else the study's (default quick); UsageError for an unknown one."""
-    from . import studies
+    from vnetbench import studies
 
     kernel = kernel or studies.get(study or "quick").kernel
     if kernel not in kernels.names():
@@ -60,7 +60,7 @@ def settle(study: str | None = None, kernel: str | None = None, topologies: list
     """The study (default quick) with the explicit options over it. The study's kernel options apply
     when its kernel is the one run; ``kernel_argv`` (as typed after ``run KERNEL``) goes over them.
     With ``app`` (a definition's path) the application runs instead, on the study's matrix."""
-    from . import studies
+    from vnetbench import studies
 
     base = studies.get(study or "quick")
     name = kernel_of(study, kernel)

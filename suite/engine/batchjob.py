@@ -1,4 +1,4 @@
-"""A batch job's own side: ``python -m vnetbench.batchjob REQUEST.json`` runs the request through the engine.
+"""A batch job's own side: ``python -m vnetbench.engine.batchjob REQUEST.json`` runs the request through the engine.
 
 A backend that submits runs as a scheduler's jobs (``Backend.batch``) is given ``engine.BATCH_COMMAND`` and
 a request (``engine.request``, plus the job's own "store"); the job runs that command with the request's
@@ -17,7 +17,7 @@ FIELDS = ("workload", "ranks", "repeat", "timeout", "bind", "rank_options", "mpi
 
 def read(path: str) -> dict:
     """The request in ``path``; UsageError when it is not one this vnetbench wrote."""
-    from .core.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     try:
         request = json.loads(Path(path).read_text())
@@ -27,14 +27,14 @@ def read(path: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    from . import engine, topologies, workloads
-    from .core.errors import Interrupted, VnetbenchError, interrupt_on_signals
+    from vnetbench import engine, topologies, workloads
+    from vnetbench.core.errors import Interrupted, VnetbenchError, interrupt_on_signals
 
     # a scheduler ends a job (time limit, cancel, a failed node) with SIGTERM, SIGKILL following: unwind as the
     # CLI does, so that the ranks' job is ended and its directory removed
     interrupt_on_signals()
     if len(argv) != 1:
-        print("usage: python -m vnetbench.batchjob REQUEST.json", file=sys.stderr)
+        print("usage: python -m vnetbench.engine.batchjob REQUEST.json", file=sys.stderr)
         return 2
     try:
         asked = read(argv[0])

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import threading
 
-from . import mpi
-from .core import mpilib, procs
-from .core.records import SCHEMA_VERSION
+from vnetbench import mpi
+from vnetbench.core import mpilib, procs
+from vnetbench.core.records import SCHEMA_VERSION
 
 
 def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
@@ -23,7 +23,7 @@ def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
 def mpirun_argv(spec, program: list[str], launcher=None) -> list[str]:
     """The launcher's argv that carries out a backend's ``LaunchSpec``; the venv's mpirun by default."""
     if getattr(spec, "starter", None) is not None:  # the backend may start the ranks itself (srun under Slurm)
-        from .mpi import selection as mpiselect
+        from vnetbench.mpi import selection as mpiselect
 
         launcher = launcher or mpiselect.choose(None)[0]
         argv = spec.starter(launcher, program)

@@ -7,7 +7,7 @@
   the job's directory and watch (``jobs.Job``), bounded capture, the timeout of the whole process tree, and
   the record (the workload judges the outcome), or the failure record; a failed run is recorded, not raised;
 - ``run_program(program, ranks, ...)``: ``exec``'s passthrough, the same launch without a record;
-- ``request(...)`` and ``BATCH_COMMAND``: what a batch job is given (``vnetbench.batchjob`` runs it).
+- ``request(...)`` and ``BATCH_COMMAND``: what a batch job is given (``vnetbench.engine.batchjob`` runs it).
 """
 
 import sys
@@ -16,15 +16,16 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from . import jobs, launch, topologies
-from .mpi import selection as mpiselect
-from .core import procs
-from .core.errors import UsageError
-from .core.records import failure_record, new_run_id
-from .core.store import Store, append_or_show
+from . import jobs, launch
+from vnetbench import topologies
+from vnetbench.mpi import selection as mpiselect
+from vnetbench.core import procs
+from vnetbench.core.errors import UsageError
+from vnetbench.core.records import failure_record, new_run_id
+from vnetbench.core.store import Store, append_or_show
 
 # what a batch job runs, with its request's path appended, on the job's first node
-BATCH_COMMAND = [sys.executable, "-m", "vnetbench.batchjob"]
+BATCH_COMMAND = [sys.executable, "-m", "vnetbench.engine.batchjob"]
 
 
 def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Store | str | None = None,
@@ -95,7 +96,7 @@ def repetitions(repeat: int, once: Callable[[int], dict], store: Store | None,
 
 def check_vm_policies(topology, rank_options: dict) -> None:
     """A VM's memory_policy is refused where the host cannot honour it, as --mem-policy is."""
-    from .kernels import numa
+    from vnetbench.kernels import numa
 
     for vm in getattr(topology, "vms", None) or ():
         policy = getattr(vm, "memory_policy", None)
@@ -109,7 +110,7 @@ def check_vm_policies(topology, rank_options: dict) -> None:
 def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: float | None, launcher, *,
              bind: str | None = None, rank_options: dict | None = None, echo=None) -> dict:
     """One repetition on ``realised`` with ``spec`` (from ``realised.launch``); the record, whatever happened."""
-    from .workloads import Run
+    from vnetbench.workloads import Run
 
     run = Run(realised, spec, ranks, repetition, timeout, launcher, bind, rank_options or {}, echo)
     workload.prepare(run)
@@ -191,7 +192,7 @@ def topology_ref(topology, typed: str | None = None) -> str:
 
 
 def request(workload, ranks: int, repeat: int, *, timeout, bind, rank_options: dict, launcher, topology: str) -> dict:
-    """A batch job's request (the backend adds "store"); ``vnetbench.batchjob`` runs it through ``run``."""
+    """A batch job's request (the backend adds "store"); ``vnetbench.engine.batchjob`` runs it through ``run``."""
     return {"workload": workload.to_request(), "record": {"kernel": workload.name, "params": workload.params},
             "ranks": ranks, "repeat": repeat, "timeout": timeout, "bind": bind, "rank_options": rank_options,
             "mpi": launcher.path if launcher is not None else None, "topology": topology}

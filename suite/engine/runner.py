@@ -1,6 +1,6 @@
 """Kernels by name for scripts and notebooks (``vnetbench.run_kernel``): a KernelWorkload handed to the engine."""
 
-from .workloads.kernel import KernelWorkload
+from vnetbench.workloads.kernel import KernelWorkload
 
 
 def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, **options) -> list[dict]:
@@ -10,7 +10,7 @@ def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, **option
     allow_single_node, counters), realised (a topology that is up), on_record. A failed or timed-out
     repetition is recorded, not raised; bad input raises UsageError before anything starts.
     """
-    from . import engine
+    from vnetbench import engine
 
     return engine.run(KernelWorkload(kernel, params), ranks, **options)
 
@@ -25,8 +25,8 @@ def prepare(kernel: str, params: dict | None, ranks: int) -> tuple[object, dict]
 def run_once(realised, spec, kernel, params, ranks, repetition, timeout, rank_options=None, bind_requested=None,
              launcher=None) -> dict:
     """One repetition of ``kernel`` on a realised topology with a LaunchSpec from ``realised.launch``."""
-    from . import engine
-    from .mpi import selection as mpiselect
+    from vnetbench import engine
+    from vnetbench.mpi import selection as mpiselect
 
     return engine.run_once(KernelWorkload(kernel, params), realised, spec, ranks, repetition, timeout,
                            launcher or mpiselect.choose(None)[0], bind=bind_requested, rank_options=rank_options)
