@@ -63,13 +63,13 @@ def wait_quiet(limit: float) -> float:
 
 
 def pingpong(up, size: int, repeat: int, quiet: float, **options) -> list[dict]:
-    from vnetbench.engine import runner
+    from vnetbench import engine
 
     params = {"min_size": size, "max_size": size, **options}
     samples = []
     for _ in range(repeat):
         idle = wait_quiet(quiet)
-        record = runner.run_kernel("pingpong", params, 2, realised=up)[0]
+        record = engine.run_kernel("pingpong", params, 2, realised=up)[0]
         if record["status"] != "ok":
             raise RuntimeError(f"pingpong on {up.name} did not pass: {record['validation']['detail']}")
         sample = record["metrics"]["sizes"][-1]

@@ -13,7 +13,7 @@ Names are imported lazily: every MPI rank imports this package, and ranks must s
 __version__ = "0.1.0"
 
 _LAZY = {
-    "run_kernel": "engine.runner",
+    "run_kernel": "engine",
     "Store": "core.store",
     "VnetbenchError": "core.errors",
     "UsageError": "core.errors",

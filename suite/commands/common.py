@@ -41,7 +41,7 @@ def add_topology(parser, *, required: bool = False) -> None:
                        help="real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)")
 
 
-def topology_ref(args) -> str:
+def topology_arg(args) -> str:
     """The topology ref the options name (``--hostfile F`` is ``hostfile:F``, ``--inventory F`` ``inventory:F``;
     with ``--vms qemu``, the topology's VMs as QEMU guests)."""
     if args.hostfile:

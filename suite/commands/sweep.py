@@ -146,12 +146,12 @@ class FailFast(Exception):
 
 
 @dataclass
-class Outcome:
+class Tally:
     stopped: bool = False  # by --fail-fast
     not_run: list = field(default_factory=list)  # runs cancelled outside the sweep (a Slurm job scancel'ed)
 
 
-def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
+def run_with_progress(plan, store, fail_fast, records: list) -> Tally:
     """Run the plan under a progress bar on stderr; ``records`` grows as runs finish.
 
     The bar counts the runs pending, running and done (a batch backend runs many at once); a run cancelled
@@ -166,7 +166,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn()]
-    outcome = Outcome()
+    outcome = Tally()
     with Progress(*columns, console=console, redirect_stderr=True, redirect_stdout=False) as progress:
         task = progress.add_task("starting", total=len(plan.jobs), failed=0)
         count = {"total": len(plan.jobs), "failed": 0}
@@ -211,7 +211,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
             console.print(f"vnetbench: {text}", markup=False, soft_wrap=True)
 
         try:
-            sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
+            sweep.run_all(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
                           on_finish=on_finish, say=tell)
         except FailFast:
             outcome.stopped = len(done) < count["total"]  # the last run failing stops nothing
@@ -220,7 +220,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
     return outcome
 
 
-def finish(args, plan, records, seconds, outcome: Outcome) -> int:
+def finish(args, plan, records, seconds, outcome: Tally) -> int:
     from vnetbench import analysis
     from vnetbench.engine import sweep
 

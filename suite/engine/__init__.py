@@ -6,6 +6,7 @@
 - ``run_once(workload, realised, spec, ...)``: one repetition on a topology that is up: the launcher's argv,
   the job's directory and watch (``jobs.Job``), bounded capture, the timeout of the whole process tree, and
   the record (the workload judges the outcome), or the failure record; a failed run is recorded, not raised;
+- ``run_kernel(kernel, params, ranks, ...)``: ``run`` of a kernel by name (``vnetbench.run_kernel``);
 - ``run_program(program, ranks, ...)``: ``exec``'s passthrough, the same launch without a record;
 - ``request(...)`` and ``BATCH_COMMAND``: what a batch job is given (``vnetbench.engine.batchjob`` runs it).
 """
@@ -62,6 +63,19 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     with workload.ahead(), topologies.realise(topo) as up:
         up.check_ranks(ranks)
         return _repeat(workload, up, ranks, repeat, store, launcher, **options)
+
+
+def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, **options) -> list[dict]:
+    """Run ``kernel`` with ``params`` (its options; defaults fill the rest) on ``ranks`` ranks; the records
+    (``vnetbench.run_kernel``, for scripts and notebooks).
+
+    ``options`` are ``run``'s: topology, repeat, store, timeout, bind, mpi, rank_options (mem_policy,
+    allow_single_node, counters), realised (a topology that is up), on_record. A failed or timed-out
+    repetition is recorded, not raised; bad input raises UsageError before anything starts.
+    """
+    from vnetbench.workloads.kernel import KernelWorkload
+
+    return run(KernelWorkload(kernel, params), ranks, **options)
 
 
 def _store(store) -> Store | None:

@@ -49,15 +49,6 @@ def launcher_env(spec, launcher=None) -> dict:
     return env
 
 
-def with_rank_library(launch_info: dict, record: dict) -> dict:
-    """The record's ``launch``: the launcher side's ``launch_info`` with ``mpi.library`` as rank 0 saw it loaded
-    (its own path on its own host, the library's own version), when rank 0 said so in ``record``."""
-    seen = ((record.get("launch") or {}).get("mpi") or {}).get("library")
-    if not seen or not isinstance(launch_info.get("mpi"), dict):
-        return launch_info
-    return {**launch_info, "mpi": {**launch_info["mpi"], "library": seen}}
-
-
 class Outcome:
     """How a launch ended: the launcher's exit code, whether it timed out, the records rank 0 printed, the
     tail of stderr. A plain class, not a dataclass (``vnetbench.cli`` says why)."""

@@ -75,7 +75,7 @@ def failures(records: list[dict]) -> Counter:
 
 
 @dataclass(frozen=True)
-class Job:
+class PlannedRun:
     topology: str
     ranks: int
     repetition: int
@@ -93,7 +93,7 @@ class Plan:
     run_options: dict = field(default_factory=dict)
     timeout: float | None = None
     topologies: dict = field(default_factory=dict)  # name -> loaded Topology, in sweep order
-    jobs: list[Job] = field(default_factory=list)
+    jobs: list[PlannedRun] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, why it cannot run here)
     done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
     retried: int = 0  # runs in the store that did not pass and are run again
@@ -110,7 +110,7 @@ class Plan:
     def params(self) -> dict:
         return self.workload.params
 
-    def key(self, job: Job) -> ConfigKey:
+    def key(self, job: PlannedRun) -> ConfigKey:
         # the topology as its records name it: a ref (a YAML path, qemu:REF) is not the topology's name
         loaded = self.topologies.get(job.topology)
         return ConfigKey(self.kernel, loaded.name if loaded is not None else job.topology, job.ranks,
@@ -170,7 +170,7 @@ def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: in
                 result.skipped.append((f"{result.kernel} x{ranks} on {name}", why))
             else:
                 runnable.append((ranks, expect))
-        result.jobs += [Job(name, ranks, rep, expect) for rep in range(repeat) for ranks, expect in runnable]
+        result.jobs += [PlannedRun(name, ranks, rep, expect) for rep in range(repeat) for ranks, expect in runnable]
     # repetitions outermost, over every topology: slow drift of the machine spreads over every configuration
     order = {name: index for index, name in enumerate(result.topologies)}
     result.jobs.sort(key=lambda job: (job.repetition, order[job.topology], job.ranks))
@@ -207,7 +207,7 @@ def _drop_done(result: Plan, store: Store) -> None:
     result.jobs = remaining
 
 
-def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Callable | None = None,
+def run_all(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Callable | None = None,
             on_start: Callable | None = None, on_finish: Callable | None = None,
             say: Callable[[str], None] | None = None) -> list[dict]:
     """Run the plan's jobs; every record is appended to ``store`` before the next job starts.
@@ -272,7 +272,7 @@ def execute(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
     return records
 
 
-def _warm_up(plan: Plan, realised, specs: dict, job: Job, say: Callable[[str], None] | None) -> None:
+def _warm_up(plan: Plan, realised, specs: dict, job: PlannedRun, say: Callable[[str], None] | None) -> None:
     """``plan.warmup`` runs of ``job``'s configuration whose records are not kept: what a first run pays alone."""
     for index in range(plan.warmup):
         record = _run(plan, realised, specs, job)
@@ -282,7 +282,7 @@ def _warm_up(plan: Plan, realised, specs: dict, job: Job, say: Callable[[str], N
                 f"(not stored): {record['status']}{detail}")
 
 
-def _item(plan: Plan, job: Job, topology) -> BatchItem:
+def _item(plan: Plan, job: PlannedRun, topology) -> BatchItem:
     """``job`` as a batch job's run: one repetition, found again on --resume by its configuration and repetition."""
     request = engine.request(plan.workload, job.ranks, 1, timeout=plan.timeout, bind=plan.bind,
                              rank_options=plan.run_options, launcher=plan.launcher,
@@ -293,13 +293,13 @@ def _item(plan: Plan, job: Job, topology) -> BatchItem:
 
 
 def _to_job(callback: Callable | None) -> Callable | None:
-    """``callback`` told the sweep's Job, whether a Batch hands back the BatchItem or its job."""
+    """``callback`` told the sweep's PlannedRun, whether a Batch hands back the BatchItem or its job."""
     if callback is None:
         return None
     return lambda item, *rest: callback(item.job if isinstance(item, BatchItem) else item, *rest)
 
 
-def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
+def _run(plan: Plan, up, specs: dict, job: PlannedRun) -> dict:
     try:
         if job.ranks not in specs:
             specs[job.ranks] = up.launch(job.ranks, plan.bind)
@@ -310,7 +310,7 @@ def _run(plan: Plan, up, specs: dict, job: Job) -> dict:
         return _failure(plan, job, up.describe(), f"could not launch: {exc}")
 
 
-def _failure(plan: Plan, job: Job, topology: dict, detail: str) -> dict:
+def _failure(plan: Plan, job: PlannedRun, topology: dict, detail: str) -> dict:
     return engine.failure(plan.workload, job.ranks, job.repetition, topology, detail, bind=job.bind,
                           rank_options=plan.run_options)
 

@@ -141,7 +141,7 @@ def test_halo_across_4vm_4vswitch_puts_each_rank_in_its_vm(host_unchanged, tmp_p
 def test_a_rank_outside_its_vm_fails_validation(host_unchanged, tmp_path, monkeypatch):
     """The check is real: the same run, told to expect other addresses, comes out invalid."""
     host_unchanged("2vm-1vswitch")
-    from vnetbench.engine import runner
+    from vnetbench import engine
     from vnetbench import topologies
 
     topology = topologies.load("2vm-1vswitch")
@@ -149,7 +149,7 @@ def test_a_rank_outside_its_vm_fails_validation(host_unchanged, tmp_path, monkey
         spec = realised.launch(2)
         spec.expected_placement = list(reversed(spec.expected_placement))
         monkeypatch.setattr(realised, "launch", lambda ranks, bind=None: spec)
-        records = runner.run_kernel("pingpong", {"max_size": 64, "iterations": 50, "bw_iterations": 2}, 2,
+        records = engine.run_kernel("pingpong", {"max_size": 64, "iterations": 50, "bw_iterations": 2}, 2,
                                     realised=realised)
     assert records[0]["status"] == "invalid"
     assert "rank 0 runs on '2vm-1vswitch-vm1', expected '2vm-1vswitch-vm2'" in records[0]["validation"]["detail"]

@@ -70,14 +70,14 @@ def _check(hosts, venv: str, *extra) -> tuple[int, list[dict], str]:
 
 def allreduce_on_hosts(hosts, mpi: str, name: str) -> dict:
     """One allreduce of 2 ranks on h0 and h1 with ``--mpi mpi``: its record."""
-    from vnetbench.engine import runner
+    from vnetbench import engine
     from vnetbench import topologies
 
     inventory = hosts.write_inventory(hosts.dir / f"inventory-{name}.yml", {"compute": ["h0", "h1"]},
                                       all_vars={"vnetbench_venv": sys.prefix})
     params = {"max_size": 4096, "iterations": 10, "large_iterations": 3}
     with topologies.realise(topologies.load(f"inventory:{inventory}")) as up:
-        (record,) = runner.run_kernel("allreduce", params, 2, bind="none", timeout=90, realised=up, mpi=mpi)
+        (record,) = engine.run_kernel("allreduce", params, 2, bind="none", timeout=90, realised=up, mpi=mpi)
     return record
 
 

@@ -164,7 +164,7 @@ def test_sweep_app_on_a_batch_backend_submits_one_item_per_run(toy_batch, tmp_pa
     store = Store(tmp_path / "s.jsonl")
     plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, store=store, resume=True)
     started, finished = [], []
-    sweep.execute(plan, store, on_start=started.append, on_finish=lambda job, record: finished.append(job))
+    sweep.run_all(plan, store, on_start=started.append, on_finish=lambda job, record: finished.append(job))
     ((what, items, command, resume),) = toy_batch
     assert what == "sweep"
     assert command == engine.BATCH_COMMAND and resume is True
