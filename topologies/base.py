@@ -38,17 +38,30 @@ from abc import ABC, abstractmethod
 from collections import namedtuple
 from collections.abc import Callable
 
-from vnetbench.core.errors import SpecError
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.core.registry import Registry
 
 from .launch.intent import Intent, prrte_args
 
 
-class Entry(namedtuple("Entry", "module prefixes refs", defaults=((), True))):
+class Option(namedtuple("Option", "flag help metavar choices ref", defaults=(None, None, None))):
+    """A command-line option a backend adds to the commands that take a topology (run, sweep, exec, topology):
+    with ``ref`` (a format, ``hostfile:{}``) its value is the topology, in place of ``--topology``; without, it is a
+    setting of the backend's VMs (``--accel``) that its ``from_options`` reads when ``--vms`` chose it."""
+
+    __slots__ = ()
+
+
+class Entry(namedtuple("Entry", "module prefixes refs options vms links", defaults=((), True, (), None, ()))):
     """A backend's registry line: its ``module`` (under ``vnetbench.topologies``, or absolute for a plugin),
     the ref ``prefixes`` it owns besides ``NAME:``, and whether ``NAME:REST`` is a ref it loads (``refs``;
     False for a backend whose topologies are presets and YAML files only: it is then left out of the refs
-    offered). A named tuple, not a dataclass, as every class a run's start makes (``vnetbench.cli`` says why)."""
+    offered); the command-line ``options`` it adds (``Option``), and for a backend that realises a topology's
+    VMs, ``vms``: (its name among ``--vms``'s choices, what its VMs are), and ``links``: the names of the host links
+    its VMs plug into the fabric, after ``vnbID`` (regular expressions; ``state.ANY_LINK`` is the fabric's and these).
+    Data, so that a command's parser is
+    built without importing any backend. A named tuple, not a dataclass, as every class a run's start makes
+    (``vnetbench.cli`` says why)."""
 
     __slots__ = ()
 
@@ -57,9 +70,18 @@ PLUGIN_GROUP = "vnetbench.backends"
 # name -> where its backend lives; the order is the order of listings (topology status, cleanup)
 BACKENDS = Registry("backend", {
     "local": Entry("local", refs=False),
-    "netns": Entry("netns", refs=False),
-    "qemu": Entry("qemu"),  # qemu:REF is REF's VMs as QEMU guests (--vms qemu)
-    "hosts": Entry("hosts", prefixes=("hostfile", "inventory")),
+    "netns": Entry("netns", refs=False, vms=("emulated", "network namespaces on this host"), links=(r"v\d{1,3}",)),
+    # qemu:REF is REF's VMs as QEMU guests (--vms qemu)
+    "qemu": Entry("qemu", vms=("qemu", "QEMU guests on the same switches"), links=(r"t\d{1,3}",), options=(
+        Option("--accel", "the guests' accelerator; auto (the default) takes KVM when a probe guest boots with it "
+                          "and refuses otherwise; tcg emulates the CPU (behaviour, not timings)",
+               choices=("auto", "kvm", "tcg")),
+        Option("--guest-kernel", "the kernel image the guests boot (default: the running kernel's in /boot, else "
+                                 "the newest there)", metavar="PATH"))),
+    "hosts": Entry("hosts", prefixes=("hostfile", "inventory"), options=(
+        Option("--hostfile", "real hosts from an Open MPI hostfile (as hostfile:FILE)", "FILE", ref="hostfile:{}"),
+        Option("--inventory", "real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)", "FILE",
+               ref="inventory:{}"))),
     "slurm": Entry("slurm"),
 }, package=__package__, attribute="backend", plugins=PLUGIN_GROUP, plugin_line=Entry, registers=True)
 # the backend of a topology spec that names none: with VMs the default VM backend (``vms: emulated`` in the
@@ -204,6 +226,12 @@ class Backend(ABC):
         return cls.from_data(data, f"preset {name}", None)
 
     # ---- before bring-up (on the loaded topology) ----------------------------------------
+
+    @classmethod
+    def from_options(cls, ref: str, settings: dict) -> str:
+        """The ref that ``--vms`` choosing this backend makes of ``ref`` (what the other options named), with
+        ``settings`` (flag -> value) of its registry line's options that were given; UsageError when it cannot."""
+        raise UsageError(f"--vms: the {cls.backend} backend takes no topology of another's")
 
     @classmethod
     def preflight(cls, topology) -> None:

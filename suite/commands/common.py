@@ -22,9 +22,22 @@ class Shown(str):
         return self.make() % params
 
 
+def _options(ref: bool) -> list:
+    """(backend name, its registry line, option) of every option the backends declare: those that name a topology
+    (``ref``) or the settings of their VMs."""
+    from vnetbench.topologies import base
+
+    return [(name, entry, option) for name, entry in base.entries(with_plugins=False).items()
+            for option in entry.options if bool(option.ref) == ref]
+
+
+def _dest(option) -> str:
+    return option.flag.lstrip("-").replace("-", "_")
+
+
 def add_topology(parser, *, required: bool = False) -> None:
-    """``--topology REF`` or, for real hosts, ``--hostfile FILE`` / ``--inventory FILE`` (the hosts backend's
-    refs ``hostfile:FILE`` and ``inventory:FILE``)."""
+    """``--topology REF`` or an option of a backend's that names its topology (the hosts backend's ``--hostfile FILE``
+    and ``--inventory FILE``, for its refs ``hostfile:FILE`` and ``inventory:FILE``)."""
     def topology_help():
         from vnetbench.topologies import base
         from vnetbench.topologies.model import presets
@@ -36,66 +49,59 @@ def add_topology(parser, *, required: bool = False) -> None:
     where = parser.add_mutually_exclusive_group(required=required)
     where.add_argument("--topology", default=None if required else "native", metavar="NAME|FILE|REF",
                        help=Shown(topology_help))
-    where.add_argument("--hostfile", metavar="FILE", help="real hosts from an Open MPI hostfile (as hostfile:FILE)")
-    where.add_argument("--inventory", metavar="FILE",
-                       help="real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)")
+    for _, _, option in _options(ref=True):
+        where.add_argument(option.flag, metavar=option.metavar, help=option.help)
 
 
 def topology_arg(args) -> str:
-    """The topology ref the options name (``--hostfile F`` is ``hostfile:F``, ``--inventory F`` ``inventory:F``;
-    with ``--vms qemu``, the topology's VMs as QEMU guests)."""
-    if args.hostfile:
-        return vm_ref(args, f"hostfile:{args.hostfile}")
-    if args.inventory:
-        return vm_ref(args, f"inventory:{args.inventory}")
+    """The topology ref the options name (a backend's option such as ``--hostfile F`` is its ref ``hostfile:F``;
+    ``--vms`` as ``vm_ref`` says)."""
+    for _, _, option in _options(ref=True):
+        value = getattr(args, _dest(option), None)
+        if value:
+            return vm_ref(args, option.ref.format(value))
     return vm_ref(args, args.topology)
 
 
+def _vm_backends() -> dict:
+    """``--vms`` choice -> (backend name, what its VMs are), the default VM backend's first."""
+    from vnetbench.topologies import base
+
+    lines = base.entries(with_plugins=False)
+    found = {entry.vms[0]: (name, entry.vms[1]) for name, entry in lines.items() if entry.vms}
+    default = lines[base.DEFAULT_VM_BACKEND].vms[0]
+    return {default: found.pop(default), **found}
+
+
 def add_vms(parser) -> None:
-    """``--vms emulated|qemu`` and, for QEMU guests, ``--accel`` and ``--guest-kernel``."""
-    parser.add_argument("--vms", choices=("emulated", "qemu"), default="emulated",
-                        help="what a topology's VMs are: network namespaces on this host (emulated, the default) "
-                             "or QEMU guests on the same switches (qemu)")
-    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"),
-                        help="with --vms qemu: the guests' accelerator; auto (the default) takes KVM when a probe "
-                             "guest boots with it and refuses otherwise; tcg emulates the CPU (behaviour, not "
-                             "timings)")
-    parser.add_argument("--guest-kernel", metavar="PATH",
-                        help="with --vms qemu: the kernel image the guests boot (default: the running kernel's in "
-                             "/boot, else the newest there)")
+    """``--vms`` (which backend realises a topology's VMs) and the settings of each VM backend's own."""
+    kinds = _vm_backends()
+    default = next(iter(kinds))
+    shown = " or ".join(f"{what} ({choice}{', the default' if choice == default else ''})"
+                        for choice, (_, what) in kinds.items())
+    parser.add_argument("--vms", choices=tuple(kinds), default=default, help=f"what a topology's VMs are: {shown}")
+    for name, entry, option in _options(ref=False):
+        parser.add_argument(option.flag, metavar=option.metavar, choices=option.choices,
+                            help=f"with --vms {entry.vms[0]}: {option.help}")
 
 
 def vm_ref(args, ref: str) -> str:
-    """``ref`` as ``--vms`` says (emulated: as it is; qemu: the qemu backend's ``qemu:REF``, with the options)."""
-    vms = getattr(args, "vms", "emulated")
-    accel, kernel = getattr(args, "accel", None), getattr(args, "guest_kernel", None)
-    if vms != "qemu":
-        for given, name in ((accel, "--accel"), (kernel, "--guest-kernel")):
-            if given:
-                raise UsageError(f"{name}: only with --vms qemu")
+    """``ref`` as ``--vms`` says: the default VM backend's as it is; another's the ref its ``from_options`` makes
+    (``--vms qemu``: the qemu backend's ``qemu:REF``, with its settings)."""
+    kinds = _vm_backends()
+    vms = getattr(args, "vms", None) or next(iter(kinds))
+    settings = {}
+    for name, entry, option in _options(ref=False):
+        given = getattr(args, _dest(option), None)
+        if given and entry.vms[0] != vms:
+            raise UsageError(f"{option.flag}: only with --vms {entry.vms[0]}")
+        if given:
+            settings[option.flag] = given
+    if vms == next(iter(kinds)):
         return ref
-    if kernel:
-        import os
+    from vnetbench.topologies import backend
 
-        if not os.path.isfile(kernel):
-            raise UsageError(f"--guest-kernel: {kernel}: no such file; give a kernel image such as "
-                             f"/boot/vmlinuz-VERSION")
-        kernel = os.path.abspath(kernel)
-    from urllib.parse import urlencode
-
-    from vnetbench.topologies.model import presets
-
-    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
-        return ref  # no VM to boot
-    from vnetbench.topologies import base
-
-    other = next((prefix for prefix in base.ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
-    if other:
-        raise UsageError(f"--vms qemu: {ref} names real hosts or a cluster ({other}:), which have no VMs to boot; "
-                         f"use --vms qemu with a preset or a topology YAML")
-    settings = {key: value for key, value in (("accel", accel), ("kernel", kernel)) if value}
-    # the qemu backend's ref: REF's VMs as its guests (it reads the settings)
-    return f"qemu:{ref}" + (f"?{urlencode(settings, safe='/')}" if settings else "")
+    return backend(kinds[vms][0]).from_options(ref, settings)
 
 
 def add_ranks(parser, *, required: bool = False) -> None:

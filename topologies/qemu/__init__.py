@@ -20,6 +20,8 @@ The parts: ``model`` (the topology, its ``guest`` settings, the ``qemu:REF`` ref
 up; the flow around them is lifecycle.py's), ``view`` (``topology show``, the record's view), ``qmp``.
 """
 
+from vnetbench.core.errors import UsageError
+
 from ..base import LaunchSpec, Realised, register
 from ..thishost.lifecycle import OnThisHost
 
@@ -46,6 +48,31 @@ class QemuBackend(OnThisHost, Realised):
         from . import model
 
         return model.from_data(data, source, lines, host)
+
+    @classmethod
+    def from_options(cls, ref: str, settings: dict) -> str:
+        """``--vms qemu``: ``ref``'s VMs as QEMU guests, ``qemu:REF?accel=..&kernel=..`` (``--accel``,
+        ``--guest-kernel``); a topology without VMs as it is."""
+        import os
+        from urllib.parse import urlencode
+
+        from ..base import ref_prefixes
+        from ..model import presets
+
+        kernel = settings.get("--guest-kernel")
+        if kernel:
+            if not os.path.isfile(kernel):
+                raise UsageError(f"--guest-kernel: {kernel}: no such file; give a kernel image such as "
+                                 f"/boot/vmlinuz-VERSION")
+            kernel = os.path.abspath(kernel)
+        if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
+            return ref  # no VM to boot
+        other = next((prefix for prefix in ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
+        if other:
+            raise UsageError(f"--vms qemu: {ref} names real hosts or a cluster ({other}:), which have no VMs to boot; "
+                             f"use --vms qemu with a preset or a topology YAML")
+        chosen = {key: value for key, value in (("accel", settings.get("--accel")), ("kernel", kernel)) if value}
+        return f"qemu:{ref}" + (f"?{urlencode(chosen, safe='/')}" if chosen else "")
 
     # ---- once up -------------------------------------------------------------------------
 

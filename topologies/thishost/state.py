@@ -18,6 +18,8 @@ from pathlib import Path
 
 from vnetbench.core.procs import start_time
 
+from ..base import entries
+
 RUN_DIR = Path("/run/vnetbench")
 VERSION = 1
 
@@ -25,8 +27,11 @@ VERSION = 1
 # the names fabric.py and the backends give what they make; nothing else is ever removed, killed or entered
 ID = re.compile(r"[0-9a-f]{4}")
 VM_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # a VM's name: a lower-case DNS label
-# bridges (s), the physical switch (p), uplinks (u..a/b), VM links: emulated VMs' veths (v), QEMU guests' taps (t)
-ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:s\d{1,3}|p|v\d{1,3}|t\d{1,3}|u\d{1,3}[ab])")
+# the fabric's links: bridges (s), the physical switch (p), uplinks (u..a/b); and the VMs' links each backend declares
+# in its registry line (emulated VMs' veths v, QEMU guests' taps t)
+FABRIC_LINKS = (r"s\d{1,3}", "p", r"u\d{1,3}[ab]")
+ANY_LINK = re.compile(r"vnb([0-9a-f]{4})(?:%s)" % "|".join(
+    FABRIC_LINKS + tuple(link for entry in entries(with_plugins=False).values() for link in entry.links)))
 ANY_NETNS = re.compile(rf"vnb-([0-9a-f]{{4}})-{VM_LABEL}")  # also the VMs' cgroup folders
 
 
