@@ -129,7 +129,7 @@ def handle_check(args) -> int:
 
 
 def handle_facts(args) -> int:
-    from vnetbench.hostfacts import save_facts
+    from vnetbench.core.hostfacts import save_facts
 
     topology = load(args)
     found = _backend(topology).facts(topology, venv=args.venv, timeout=args.timeout)

@@ -44,7 +44,7 @@ def rank_list(text: str) -> list[int]:
 
 
 def register(sub):
-    from vnetbench.studies import STUDIES
+    from vnetbench.engine.studies import STUDIES
 
     parser = sub.add_parser("sweep", help=COMMANDS["sweep"], description=__doc__.replace("``", ""), add_help=False)
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")

@@ -12,6 +12,11 @@ from . import procs
 from .errors import LaunchError
 
 
+# the job directory vnetbench made for a run, as every process of the job sees it (engine.jobs makes it; the ranks
+# and an application's wrapper read it)
+JOB_ENV = "VNETBENCH_JOB_DIR"
+
+
 def state_root() -> Path:
     """vnetbench's own state directory: /run/vnetbench as root, else a private per-user one."""
     if os.geteuid() == 0:

@@ -33,9 +33,9 @@ from pathlib import Path
 from vnetbench.core import procs
 from vnetbench.core.procs import start_time as _start_time
 from vnetbench.core.rundir import private_dir as _private_dir
+from vnetbench.core.rundir import JOB_ENV as ENV  # its home: every process of a job reads it
 from vnetbench.core.rundir import state_root
 
-ENV = "VNETBENCH_JOB_DIR"
 SHM = Path("/dev/shm")
 # Open MPI 5's sm and 4's vader put their segments (16 MiB each) here; their default, /dev/shm
 # itself, is cleaned only by the job's PMIx server: ranks it never served (singletons, as under

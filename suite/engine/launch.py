@@ -14,12 +14,6 @@ from vnetbench.core import mpilib, procs
 from vnetbench.core.records import SCHEMA_VERSION
 
 
-def kernel_program(kernel: str, params: dict, context: dict) -> list[str]:
-    """The rank-side command; rank 0 prints its record as one JSON line on stdout."""
-    return [sys.executable, "-m", "vnetbench.kernels", kernel,
-            "--params", json.dumps(params, sort_keys=True), "--context", json.dumps(context, sort_keys=True)]
-
-
 def mpirun_argv(spec, program: list[str], launcher=None) -> list[str]:
     """The launcher's argv that carries out a backend's ``LaunchSpec``; the venv's mpirun by default."""
     if getattr(spec, "starter", None) is not None:  # the backend may start the ranks itself (srun under Slurm)

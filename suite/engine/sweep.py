@@ -46,7 +46,7 @@ class Request:
 
 def kernel_of(study: str | None, kernel: str | None) -> str:
     """The kernel a sweep runs: ``kernel``, else the study's (default quick); UsageError for an unknown one."""
-    from vnetbench import studies
+    from vnetbench.engine import studies
 
     kernel = kernel or studies.get(study or "quick").kernel
     if kernel not in kernels.names():
@@ -60,7 +60,7 @@ def settle(study: str | None = None, kernel: str | None = None, topologies: list
     """The study (default quick) with the explicit options over it. The study's kernel options apply
     when its kernel is the one run; ``kernel_argv`` (as typed after ``run KERNEL``) goes over them.
     With ``app`` (a definition's path) the application runs instead, on the study's matrix."""
-    from vnetbench import studies
+    from vnetbench.engine import studies
 
     base = studies.get(study or "quick")
     name = kernel_of(study, kernel)

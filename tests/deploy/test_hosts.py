@@ -16,7 +16,7 @@ import vnetbench
 from conftest import json_lines, vnetbench as run_cli
 from vnetbench import engine
 from vnetbench import topologies
-from vnetbench.hostfacts import environment_path
+from vnetbench.core.hostfacts import environment_path
 from vnetbench.core.store import Store
 
 pytestmark = pytest.mark.timeout(300)

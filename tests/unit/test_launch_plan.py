@@ -6,6 +6,7 @@ import pytest
 
 from vnetbench import kernels, mpi
 from vnetbench.engine import launch
+from vnetbench.workloads import kernel as kernel_workload
 from vnetbench.core.errors import UsageError
 from vnetbench.topologies.launch.binding import binding
 from vnetbench.topologies.local import LocalRealised
@@ -38,7 +39,7 @@ def test_core_binding_beyond_cores_is_refused():
 def test_native_launch_argv_is_an_argv_list():
     realised = LocalRealised(load_topology("native"))
     spec = realised.launch(8)
-    program = launch.kernel_program("halo", {"steps": 3}, {"run_id": "x"})
+    program = kernel_workload.program("halo", {"steps": 3}, {"run_id": "x"})
     argv = launch.mpirun_argv(spec, program)
     assert argv[0] == str(mpi.mpirun())
     assert argv[1:3] == ["-n", "8"]

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from vnetbench.engine import batchjob, sweep
-from vnetbench import engine, kernels, studies, workloads
+from vnetbench import engine, kernels, workloads
+from vnetbench.engine import studies
 from vnetbench.mpi import selection as mpiselect
 from vnetbench.core.errors import UsageError
 from vnetbench.core.store import Store

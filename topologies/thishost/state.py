@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vnetbench.core.procs import start_time
 
-from ..base import entries
+from vnetbench.topologies.base import entries
 
 RUN_DIR = Path("/run/vnetbench")
 VERSION = 1

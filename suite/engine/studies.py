@@ -9,7 +9,7 @@ already sized to the machine (STREAM arrays 4x the last-level cache per rank).
 
 from dataclasses import dataclass, field
 
-from .mpi import usable_cpus
+from vnetbench.mpi import usable_cpus
 
 SIX = ["native", "1vm", "2vm-1vswitch", "2vm-2vswitch", "4vm-1vswitch", "4vm-4vswitch"]
 
@@ -52,7 +52,7 @@ def _scaling_note(cpus: int, ranks: list[int]) -> str:
 
 def _kernel_available(name: str) -> bool:
     try:
-        from . import kernels
+        from vnetbench import kernels
 
         kernels.get(name)
         return True
@@ -159,7 +159,7 @@ STUDIES = {"quick": quick, "namd": namd, "stream": stream}
 
 
 def get(name: str, cpus: int | None = None) -> Study:
-    from .core.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     if name not in STUDIES:
         raise UsageError(f"--study: unknown study {name!r}; choose from {', '.join(STUDIES)}")

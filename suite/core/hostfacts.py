@@ -4,7 +4,7 @@
 import json
 from pathlib import Path
 
-from .core.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 
 def environment_path(store: str | Path) -> Path:
@@ -16,7 +16,7 @@ def environment_path(store: str | Path) -> Path:
 def save_facts(store: str | Path, found: dict[str, dict], source: str) -> Path:
     """Merge ``found`` (host name -> facts, or {"error": why}) into the store's environment record (written whole,
     then renamed into place)."""
-    from .core.records import now
+    from vnetbench.core.records import now
 
     path = environment_path(store)
     record = {"schema_version": 1, "kind": "environment", "hosts": {}}
