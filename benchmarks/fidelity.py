@@ -2,7 +2,7 @@
 """How faithful the netns emulation is: shaped uplinks, unshaped bridges, latency, bring-up time.
 
     sudo .venv/bin/python benchmarks/fidelity.py             # 3 repetitions of each measurement
-    sudo .venv/bin/python benchmarks/fidelity.py --markdown  # the table for the README
+    sudo .venv/bin/python benchmarks/fidelity.py --markdown  # the table for docs/topologies.md
     sudo .venv/bin/python benchmarks/fidelity.py --json      # every sample
 
 Targets (what the emulator promises), measured on copies of the presets named fidelity-PRESET:

@@ -49,13 +49,13 @@ def vnetbench(*args, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProces
 def cannot(accel: str) -> str | None:
     """Why guests of ``accel`` cannot be measured here, or None."""
     from vnetbench.core.errors import UsageError
-    from vnetbench.topologies.qemu import machine
+    from vnetbench.topologies.qemu import life, machine, model
 
     if os.geteuid() != 0:
         return "not root: guests need taps and bridges"
     try:
         machine.require()
-        machine.accel(accel, machine.kernel(None)["image"])
+        life.guest(model.load(f"qemu:1vm?accel={accel}"))  # the KVM probe of 1vm's guest (kept for this boot)
     except UsageError as exc:
         return str(exc)
     return None

@@ -76,6 +76,9 @@ def parse(argv: list[str]):
         if unknown:
             raise UsageError(f"--params: unknown option {unknown[0]!r} for kernel {name}")
         params.update(given)
+    resolve = getattr(kernel, "resolve", None)
+    if resolve is not None:  # a direct launch's record says what ran, as one through the launcher does
+        params = resolve(params)
     context = json.loads(options.context) if options.context else {}
     if "vnetbench_git" in context:
         from vnetbench.core.environment import source_problem

@@ -7,7 +7,6 @@ Imported only by ranks: importing numba is slow and the launcher never needs it.
 """
 
 import os
-import tempfile
 
 import numba
 from numba import types
@@ -26,14 +25,23 @@ def _cache_usable() -> bool:
 
 
 def _ensure_cache_dir() -> None:
-    # an install in a read-only prefix, with HOME read-only or unset (as under some launch
-    # agents), would make numba refuse cache=True; a per-user temp dir always works
+    # an install in a read-only prefix, with HOME read-only or unset (as under some launch agents), would make
+    # numba refuse cache=True: the cache then lives in vnetbench's own state root (rundir: a folder of this user's
+    # that nobody else can write, checked, never followed through a symlink). numba's cache holds pickles, so a
+    # folder another user could plant (a fixed name under /tmp) would be code run as this user; where no private
+    # folder can be had, every start compiles afresh
     if numba.config.CACHE_DIR or _cache_usable():
         return
-    path = os.path.join(tempfile.gettempdir(), f"vnetbench-numba-{os.getuid()}")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.environ["NUMBA_CACHE_DIR"] = path
-    numba.config.CACHE_DIR = path
+    from vnetbench.core import rundir
+    from vnetbench.core.errors import LaunchError
+
+    try:
+        path = rundir.cache_dir() / "numba"
+        rundir.private_dir(path)
+    except (OSError, LaunchError):
+        return
+    os.environ["NUMBA_CACHE_DIR"] = str(path)
+    numba.config.CACHE_DIR = str(path)
 
 
 def jit(func=None, *, fastmath=False):

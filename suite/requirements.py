@@ -1,7 +1,7 @@
 """What an installation that builds mpi4py against its own MPI needs besides vnetbench, read from vnetbench's
 installed metadata (setup.cfg's install_requires is their one home): every requirement but the Open MPI wheel
 and mpi4py. Only an MPI outside both ABIs of the PyPI mpi4py wheel (Open MPI's libmpi.so.40, the MPICH ABI's
-libmpi.so.12) needs that: any other site MPI is the ordinary install and ``--mpi PATH``. The README's
+libmpi.so.12) needs that: any other site MPI is the ordinary install and ``--mpi PATH``. docs/mpi.md's
 build-from-source commands and Ansible's ``vnetbench_install`` role ask here.
 
     python -m vnetbench.requirements site      # one requirement a line

@@ -94,6 +94,13 @@ def load_file(path: Path, what: str = "--topology"):
     return backend(chosen).from_data(data, str(path), lines)
 
 
+def file_backend(ref: str) -> str | None:
+    """The backend of the topology file ``ref``, or None when ``ref`` is no file."""
+    if not Path(ref).is_file():
+        return None
+    return load(ref).backend
+
+
 def realise(topology) -> Realised:
     """Bring ``topology`` up with its backend (see ``base`` for the interface and the registry)."""
     return backend(topology.backend, f"topology {topology.name!r}: backend").realise(topology)

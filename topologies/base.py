@@ -228,9 +228,10 @@ class Backend(ABC):
     # ---- before bring-up (on the loaded topology) ----------------------------------------
 
     @classmethod
-    def from_options(cls, ref: str, settings: dict) -> str:
-        """The ref that ``--vms`` choosing this backend makes of ``ref`` (what the other options named), with
-        ``settings`` (flag -> value) of its registry line's options that were given; UsageError when it cannot."""
+    def from_options(cls, ref: str, settings: dict, lone: bool = True) -> str:
+        """The ref that ``--vms`` choosing this backend (or its settings given with a topology file of its own) makes
+        of ``ref`` (what the other options named), with ``settings`` (flag -> value) of its registry line's options
+        that were given; ``lone``: ``ref`` is the only topology named. UsageError when it cannot."""
         raise UsageError(f"--vms: the {cls.backend} backend takes no topology of another's")
 
     @classmethod
@@ -264,6 +265,13 @@ class Backend(ABC):
         """``topology show``'s text below its title: lines (str) and tables ((headers, rows))."""
         return [f"backend {cls.backend}"]
 
+    @classmethod
+    def dry_run(cls, topology) -> list[str]:
+        """``topology up|show --dry-run``: every command bringing ``topology`` up would run, one a line; nothing
+        is started."""
+        raise UsageError(f"--dry-run: topology {topology.name!r} (backend {cls.backend}) has no guests whose commands "
+                         f"to show; it applies to --vms qemu")
+
     # ---- life outside a run --------------------------------------------------------------
 
     @classmethod
@@ -290,9 +298,10 @@ class Backend(ABC):
         return []
 
     @classmethod
-    def cleanup(cls, everything: bool = False) -> list[str]:
+    def cleanup(cls, everything: bool = False, force: bool = False) -> list[str]:
         """``topology cleanup``: remove what crashed runs left behind (with ``everything``, also what ``up``
-        left up); what was removed, one phrase each. Cheap and silent where the backend made nothing."""
+        left up; never a topology a live run holds, unless ``force``); what was removed, one phrase each. Cheap
+        and silent where the backend made nothing."""
         return []
 
     # ---- hosts and batch -----------------------------------------------------------------

@@ -85,23 +85,30 @@ def add_vms(parser) -> None:
                             help=f"with --vms {entry.vms[0]}: {option.help}")
 
 
-def vm_ref(args, ref: str) -> str:
+def vm_ref(args, ref: str, *, lone: bool = True) -> str:
     """``ref`` as ``--vms`` says: the default VM backend's as it is; another's the ref its ``from_options`` makes
-    (``--vms qemu``: the qemu backend's ``qemu:REF``, with its settings)."""
+    (``--vms qemu``: the qemu backend's ``qemu:REF``, with its settings). A VM backend's settings (``--accel``,
+    ``--guest-kernel``) also serve a topology file of that backend. ``lone``: ``ref`` is the one topology named
+    (a sweep's ``native`` beside others stays native)."""
+    from vnetbench import topologies
+
     kinds = _vm_backends()
-    vms = getattr(args, "vms", None) or next(iter(kinds))
-    settings = {}
+    default = next(iter(kinds))
+    vms = getattr(args, "vms", None) or default
+    owner, settings = kinds[vms][0], {}
     for name, entry, option in _options(ref=False):
         given = getattr(args, _dest(option), None)
-        if given and entry.vms[0] != vms:
-            raise UsageError(f"{option.flag}: only with --vms {entry.vms[0]}")
-        if given:
-            settings[option.flag] = given
-    if vms == next(iter(kinds)):
+        if not given:
+            continue
+        if entry.vms[0] != vms:
+            if topologies.file_backend(ref) != name:
+                raise UsageError(f"{option.flag}: only with --vms {entry.vms[0]} or a topology file of backend: "
+                                 f"{name}")
+            owner = name
+        settings[option.flag] = given
+    if owner == kinds[default][0]:
         return ref
-    from vnetbench.topologies import backend
-
-    return backend(kinds[vms][0]).from_options(ref, settings)
+    return topologies.backend(owner).from_options(ref, settings, lone=lone)
 
 
 def add_ranks(parser, *, required: bool = False) -> None:

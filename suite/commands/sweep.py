@@ -93,7 +93,8 @@ def handle(args) -> int:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
         return 0
     asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra, app=args.app)
-    asked = replace(asked, topologies=[common.vm_ref(args, ref) for ref in asked.topologies])
+    asked = replace(asked, topologies=[common.vm_ref(args, ref, lone=len(asked.topologies) == 1)
+                                                for ref in asked.topologies])
     store = Store(args.store)
     store.check_writable()
     plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,

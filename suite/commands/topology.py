@@ -2,8 +2,9 @@
 
 A topology is a preset name (see ``list``), a YAML file or BACKEND:REF. ``up`` leaves it up until ``down``;
 ``run`` and ``exec`` bring one up for themselves (or use it if it is up) and take down only what
-they brought up. ``cleanup`` removes what crashed runs left behind; ``cleanup --all`` removes
-every vnetbench topology. Emulated VMs need root, ip and tc.
+they brought up. ``cleanup`` removes what crashed runs left behind; ``cleanup --all`` also takes down
+topologies brought up with 'up'; neither touches a topology a live run holds (``cleanup --force`` does,
+and that run fails). Emulated VMs need root, ip and tc.
 """
 
 import json
@@ -13,6 +14,10 @@ from vnetbench.analysis.render import columns
 from vnetbench.core.errors import UsageError
 
 from . import COMMANDS, common
+
+
+DRY_RUN = ("with --vms qemu: print every command bringing it up would run (the switches' and taps' ip and tc "
+           "lines, numactl, virtme-run's and QEMU's argv for each guest), starting nothing")
 
 
 def register(sub):
@@ -27,10 +32,12 @@ def register(sub):
     show.add_argument("--json", action="store_true", help="print the spec and the plan as JSON")
     show.add_argument("--spec", action="store_true",
                       help="print only the spec, as YAML: a starting point for a file of your own")
+    show.add_argument("--dry-run", action="store_true", help=DRY_RUN)
     show.set_defaults(func=handle_show)
     up = actions.add_parser("up", help="bring a topology up and leave it up")
     up.add_argument("ref", metavar="NAME|FILE")
     common.add_vms(up)
+    up.add_argument("--dry-run", action="store_true", help=DRY_RUN)
     up.set_defaults(func=handle_up)
     down = actions.add_parser("down", help="take a topology down")
     down.add_argument("ref", metavar="NAME|FILE")
@@ -39,8 +46,12 @@ def register(sub):
     status = actions.add_parser("status", help="the topologies that are up, with their age")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=handle_status)
-    cleanup = actions.add_parser("cleanup", help="remove what crashed runs left behind")
-    cleanup.add_argument("--all", action="store_true", help="also take down topologies brought up with 'up'")
+    cleanup = actions.add_parser("cleanup", help="remove what crashed runs left behind; never a topology that a "
+                                                 "live run holds (see --force)")
+    cleanup.add_argument("--all", action="store_true", help="also take down topologies brought up with 'up' (not "
+                                                            "one that a live run holds)")
+    cleanup.add_argument("--force", action="store_true", help="--all, and also the topologies that live runs hold: "
+                                                              "those runs fail")
     cleanup.set_defaults(func=handle_cleanup)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -71,6 +82,8 @@ def handle_show(args) -> int:
 
     topology = topologies.load(common.vm_ref(args, args.ref), what="NAME|FILE")
     backend = topologies.backend(topology.backend)
+    if args.dry_run:
+        return _dry_run(backend, topology)
     shown = {"spec": topology.to_dict(), "source": topology.source, **backend.preview(topology)}
     if args.spec:
         import yaml
@@ -89,6 +102,8 @@ def handle_up(args) -> int:
     from vnetbench import topologies
 
     topology = topologies.load(common.vm_ref(args, args.ref), what="NAME|FILE")
+    if args.dry_run:
+        return _dry_run(topologies.backend(topology.backend), topology)
     started = time.monotonic()
     lines = topologies.backend(topology.backend).up(topology)
     took = time.monotonic() - started
@@ -96,6 +111,11 @@ def handle_up(args) -> int:
     print(first.replace("{took}", f"{took:.2f} s"))
     for line in rest:
         print(f"  {line}")
+    return 0
+
+
+def _dry_run(backend, topology) -> int:
+    print("\n".join(backend.dry_run(topology)))
     return 0
 
 
@@ -146,12 +166,20 @@ def handle_cleanup(args) -> int:
     from vnetbench.engine import jobs
     from vnetbench import topologies
 
+    from vnetbench.topologies.thishost.lifecycle import held_phrase
+
     removed = jobs.sweep_orphans()
+    kept = []
     for name in topologies.names():
-        removed += topologies.backend(name).cleanup(everything=args.all)
+        backend = topologies.backend(name)
+        removed += backend.cleanup(everything=args.all or args.force, force=args.force)
+        kept += [row for row in backend.status() if row.get("held_by")]
     for item in removed:
         print(f"removed {item}")
-    if not removed:
+    for row in kept:
+        print(f"kept topology {row['name']} ({row['id']}): {held_phrase(row['held_by'])}; 'vnetbench topology "
+              f"cleanup --force' takes it down, and that run fails")
+    if not removed and not kept:
         print("nothing to clean up")
     return 0
 

@@ -35,8 +35,10 @@ def _git_status() -> subprocess.Popen | None:
     if not (SOURCE / ".git").exists():
         return None
     try:
-        return subprocess.Popen(["git", "-C", str(SOURCE), "status", "--porcelain=v2", "--branch",
-                                 "--untracked-files=no"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # --no-optional-locks: a status refreshes the index where it can (taking .git/index.lock); a run must not
+        # write into the checkout vnetbench runs from (a commit there meanwhile would meet "index.lock exists")
+        return subprocess.Popen(["git", "--no-optional-locks", "-C", str(SOURCE), "status", "--porcelain=v2",
+                                 "--branch", "--untracked-files=no"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
     except OSError:
         return None

@@ -64,8 +64,12 @@ def _kernel_available(name: str) -> bool:
 # step and 10-12 s of start-up per run (launch, lattice, ghosts, the first lists and forces), measured
 # while other agents kept the machine about half busy (a run at load 3.7 took 3.8 s per step). The
 # study's 500 steps are scaled down so that its runs fit NAMD_BUDGET_S; the step count does not
-# change an overhead (a ratio of step-loop times).
-STMV_STEP_S = 1.6
+# change an overhead (a ratio of step-loop times). With PME (stmv's default since md has it) a step costs more:
+# the real-space Coulomb term makes a pair 1.3x dearer (36 against 28 ns, measured) and a PME evaluation of the
+# 160^3 grid took 1.5 s at one rank, every 2nd step: about 2.5 s per step at 2 ranks, estimated from those parts.
+# A whole run (`run md --system stmv --steps 10`, 2 ranks) took 4.56 s per step at load 3.4, where the short-range
+# md took 3.8 at load 3.7: 1.2x, so about 2 s on a half-busy machine; 2.5 leaves room.
+STMV_STEP_S = 2.5
 STMV_SETUP_S = 12.0
 NAMD_BUDGET_S = 15 * 60
 STUDY_STEPS = 500
@@ -89,10 +93,11 @@ def namd_runs(cpus: int, ranks: list[int], repeat: int) -> float:
 
 
 def namd_steps(cpus: int, runs: float) -> int:
-    """md steps per run (a multiple of 5, 10 to 500) so that ``runs`` fit the budget on ``cpus``."""
+    """md steps per run (a multiple of 10, 10 to 500, so of stmv's --pme-every 2) so that ``runs`` fit the budget
+    on ``cpus``."""
     per_run = NAMD_BUDGET_S / max(1.0, runs) - STMV_SETUP_S
     step = STMV_STEP_S * 2 / max(2, cpus)  # the work divides over the cpus, at best
-    return max(10, min(STUDY_STEPS, int(per_run / step) // 5 * 5))
+    return max(10, min(STUDY_STEPS, int(per_run / step) // 10 * 10))
 
 
 def _vms(topology: str) -> int:
@@ -126,6 +131,9 @@ def namd(cpus: int) -> Study:
     notes += ["md --system stmv: 1,064,960 atoms (the study's STMV has 1,066,628) with a 5.8 sigma cutoff, "
               "about 700 neighbours per atom as NAMD's 12 A cutoff at biomolecular density, so each step's "
               "work per byte exchanged is the study's rather than a short-cutoff liquid's",
+              "with PME electrostatics, as NAMD's STMV benchmark: charges on the lattice, real-space Ewald in the "
+              "pair loop and a 160x160x160 grid whose distributed FFT's all-to-all transposes run every 2nd step "
+              "(the benchmark's fullElectFrequency 2)",
               f"{steps} steps instead of the study's {STUDY_STEPS}: scaled so that the runs finish in about "
               f"{NAMD_BUDGET_S // 60} minutes on {cpus} cpu(s) (md takes about {STMV_STEP_S:g} s per step on "
               "2 cpus, plus its set-up); overheads are ratios of step-loop times, which the step count "

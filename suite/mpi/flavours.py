@@ -78,6 +78,9 @@ class Launcher:
     title = ""
     # the PMI its library speaks when Slurm's srun starts the ranks itself (srun --mpi=NAME); None: none
     pmi: str | None = None
+    # where the launcher itself listens during a run (the record's launch.mpi.listens; tests/mpi_flavours pins it
+    # with ss's view of a real run)
+    listens = "all interfaces: not known for this MPI"
 
     # how ``--version`` output is this flavour's: VERSION matches it (group 1 the version, "unknown"
     # when the group is empty), the major version is in MAJORS, and EXCLUDE (a derivative's mark) is absent
@@ -105,7 +108,7 @@ class Launcher:
         """The record's ``launch.mpi``: what started the ranks (and, for kernels, the library they load: each
         rank reads it from here, in its argv, to select it)."""
         described = {"flavour": self.name, "family": self.family, "runtime": self.runtime, "version": self.version,
-                     "launcher": self.path}
+                     "launcher": self.path, "listens": self.listens}
         if self.library is not None:
             described["library"] = self.library.describe()
         return described
@@ -133,6 +136,10 @@ class OpenMPI5(Launcher):
     family, runtime, title, pmi = "openmpi", "PRRTE", "Open MPI", "pmix"
 
     VERSION, MAJORS = r"\((?:Open MPI|PRRTE)\) (\d+\.\S+)", range(5, 1 << 16)
+    # PRRTE's out-of-band listener is bound to INADDR_ANY and in6addr_any whatever prte_if_include says (that
+    # chooses only the addresses it announces: oob_tcp_listener.c); its PMIx server listens on loopback
+    listens = ("all interfaces (0.0.0.0 and ::, out-of-band; PMIx on loopback): a limitation of Open MPI 5 "
+               "(PRRTE), whose listener takes no address")
 
     def command(self, intent, program, forward=()):
         return [self.path, *prrte_args(intent), *program]
@@ -146,6 +153,8 @@ class OpenMPI4(Launcher):
     family, runtime, title, pmi = "openmpi", "ORTE", "Open MPI", "pmix"
 
     VERSION, MAJORS = r"\((?:Open MPI|OpenRTE)\) (\d+\.\S+)", range(0, 5)
+    listens = ("all interfaces (0.0.0.0 and ::, out-of-band; PMIx on loopback): a limitation of Open MPI 4 "
+               "(ORTE), whose listener takes no address")
 
     def command(self, intent, program, forward=()):
         args = ["-n", str(intent.ranks)]
@@ -187,6 +196,8 @@ class Mpich(Launcher):
     family, runtime, title, pmi = "mpich", "Hydra", "MPICH", "pmi2"
 
     VERSION, EXCLUDE = r"HYDRA(?:[\s\S]*?Version:\s+(\S+))?", "Intel(R) MPI"
+    # -localhost chooses the address the proxies are told, not the one mpiexec's control socket is bound to
+    listens = "all interfaces (0.0.0.0): a limitation of MPICH's Hydra, whose listener takes no address"
 
     def command(self, intent, program, forward=()):
         args = ["-n", str(intent.ranks)]
@@ -210,6 +221,10 @@ class Mpich(Launcher):
 
     def env(self, intent):
         env = {}
+        if not (intent.hosts or intent.hostfile or intent.agent) and "UCX_NET_DEVICES" not in os.environ:
+            # ranks all on this host talk through shared memory; UCX's TCP transport would have each rank listen on
+            # every interface of the host (seen with ss): loopback alone (UCX_NET_DEVICES limits only networks)
+            env["UCX_NET_DEVICES"] = "lo"
         if intent.iface:
             # the MPI traffic of ch4:ucx, ch4:ofi (tcp) and ch3:nemesis, each by its own setting
             # UCX's shared memory reaches across network namespaces (it tells machines apart by more
@@ -225,6 +240,7 @@ class IntelMPI(Mpich):
     family, runtime, title = "mpich", "Hydra", "Intel MPI"
 
     VERSION, EXCLUDE = r"Intel\(R\) MPI Library[^,]*, Version (\S+)", None
+    listens = "all interfaces (0.0.0.0): a limitation of Intel MPI's Hydra (as MPICH's; not checked here)"
 
 
 def _agent_executable(agent: str) -> str:

@@ -29,7 +29,9 @@ class KernelWorkload(Workload):
         unknown = sorted(set(params or {}) - set(defaults))
         if unknown:
             raise UsageError(f"{unknown[0]}: not an option of kernel {name}")
-        self.name, self.params = name, {**defaults, **(params or {})}
+        merged = {**defaults, **(params or {})}
+        resolve = getattr(self.module, "resolve", None)
+        self.name, self.params = name, (resolve(merged) if resolve else merged)
 
     @classmethod
     def from_argv(cls, name: str, argv: list[str]) -> "KernelWorkload":

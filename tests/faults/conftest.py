@@ -24,9 +24,10 @@ from harness import hoststate
 
 
 @pytest.fixture
-def clean_host():
+def clean_host(tmp_path_factory):
     """The host as the test found it, afterwards - judged by what is the test's and vnetbench's alone
     (hoststate.Watch): other programs' files, links, MPI jobs and VMs may come and go meanwhile."""
+    tmp_path_factory.getbasetemp()  # pytest's own temporary tree, settled before the Watch sets TMPDIR
     with hoststate.Watch() as watch:
         yield watch.before
         left = watch.leftovers()

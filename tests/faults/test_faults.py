@@ -353,9 +353,15 @@ def test_two_sweeps_on_different_topologies_share_one_store_without_clashing(cle
 
 
 def test_a_second_run_on_a_topology_in_use_is_refused_not_clobbered(clean_host, tmp_path):
-    first = start("run", "halo", "--global", "40,40,40", "--steps", "3000", "--topology", "2vm-1vswitch",
+    first = start("run", "halo", "--global", "40,40,40", "--steps", "4000", "--topology", "2vm-1vswitch",
                   "--ranks", "2", "--store", tmp_path / "one.jsonl")
     ranks_of_new_job(set())
+    # nor does cleanup, even --all, take it down under the run: it names the run that holds it
+    cleaned = subprocess.run([sys.executable, "-m", "vnetbench", "topology", "cleanup", "--all"],
+                             capture_output=True, text=True)
+    assert cleaned.returncode == 0 and "removed topology 2vm-1vswitch" not in cleaned.stdout, cleaned
+    assert re.search(rf"^kept topology 2vm-1vswitch \(\w{{4}}\): held by run {first.pid}; 'vnetbench topology "
+                     rf"cleanup --force' takes it down", cleaned.stdout, re.M), cleaned.stdout
     second = subprocess.run([sys.executable, "-m", "vnetbench", "run", "halo", "--topology", "2vm-1vswitch",
                              "--ranks", "2", "--store", tmp_path / "two.jsonl"], capture_output=True, text=True)
     assert second.returncode == 1 and "is in use by process" in second.stderr, second.stderr

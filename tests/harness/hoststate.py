@@ -34,9 +34,10 @@ MARK = "VNETBENCH_TEST_OWNER"  # a Watch's token, inherited by every process the
 # numba cache's fallback); "vnbtest-" is the tests' own (a Watch's folder)
 OUR_TEMP = re.compile(r"^(vnetbench|vnb(?!test-))")
 # processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, of
-# a qemu backend's guest (QEMU, virtme-ng's launcher, virtiofsd) or of the Open vSwitch vnetbench starts
+# a qemu backend's guest (QEMU, virtme-ng's launcher, virtiofsd, a run's watchdog of its guests) or of the Open
+# vSwitch vnetbench starts
 JOB_PROCESS = re.compile(r"^(prterun|prted|mpirun|qemu-system-x86|virtme-run|virtiofsd|ovs-vswitchd|ovsdb-server)$")
-JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.agent)?( |$)")
+JOB_COMMAND = re.compile(r"-m vnetbench(\.kernels|\.topologies(\.\w+)*\.(agent|watchdog))?( |$)")
 
 
 def _json(*argv) -> list:
@@ -261,6 +262,8 @@ class Watch:
     """
 
     def __enter__(self) -> "Watch":
+        # (under pytest, settle its temporary tree first - tmp_path_factory.getbasetemp() - or a first tmp_path
+        # asked for inside would be made in this folder, and go with it)
         self.token = secrets.token_hex(8)
         self.tmp = tempfile.mkdtemp(prefix="vnbtest-")
         self._saved = {key: os.environ.get(key) for key in (MARK, "TMPDIR")}

@@ -83,7 +83,7 @@ class ToyBackend(Backend):
                 for p in sorted(STATE.iterdir())]
 
     @classmethod
-    def cleanup(cls, everything=False):
+    def cleanup(cls, everything=False, force=False):
         gone = [p for p in sorted(STATE.iterdir()) if everything or not json.loads(p.read_text())["kept"]]
         for p in gone:
             p.unlink()

@@ -47,7 +47,7 @@ def test_oversubscription_is_recorded_with_yield(store):
     proc = vnetbench("run", "allreduce", "--ranks", ranks, "--json", "--store", store, *TINY_ALLREDUCE, check=0)
     (record,) = json_lines(proc.stdout)
     assert record["launch"]["notes"]["oversubscribed"] is True
-    assert record["launch"]["mca"] == {"btl": "^ofi", "mpi_yield_when_idle": "1"}  # see intent.one_host_transport
+    assert record["launch"]["mca"] == {"btl": "^ofi,tcp", "mpi_yield_when_idle": "1"}  # see intent.one_host_transport
     assert "--map-by :OVERSUBSCRIBE" in record["launch"]["command"]
     assert all(row["min_us"] <= row["avg_us"] <= row["max_us"] for row in record["metrics"]["sizes"])
 

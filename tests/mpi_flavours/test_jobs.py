@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from emulation.conftest import WHY_NOT, snapshot
+from harness import listeners
 
 from .conftest import FLAVOURS, LIBRARY, LIBRARY_FILE, TINY, VERSION, WRONG, cli, launcher_of
 
@@ -21,6 +22,30 @@ KERNELS = list(TINY)
 # kernel compiled with numba (pingpong: its cache is per ABI) and one in numpy alone (allreduce, a collective)
 VM_KERNELS = ["pingpong", "allreduce"]
 VMS = ["2vm-2vswitch-vm1", "2vm-2vswitch-vm2"]
+# where each launcher listens, seen with ss during a run: on every interface, whatever vnetbench asks (PRRTE's and
+# ORTE's prte/oob_tcp_if_include, Hydra's -localhost choose only the address they announce); the record says so
+LAUNCHER_WILDCARDS = {"openmpi5": {"0.0.0.0", "::"}, "openmpi4": {"0.0.0.0", "::"}, "mpich": {"0.0.0.0"}}
+LOOPBACK = ("127.0.0.1", "::1")
+
+
+def run_watched(*args, timeout: float):
+    """``cli`` with the listeners its processes open in this network namespace (tests/harness/listeners.py)."""
+    env = {k: v for k, v in os.environ.items() if k != "VNETBENCH_MPI"}
+    return listeners.watch([sys.executable, "-m", "vnetbench", *map(str, args)], timeout, env=env)
+
+
+def assert_listens_as_recorded(seen: list, record: dict, flavour: str, ranks_here: bool) -> None:
+    """The launcher listens where the record says (every interface: pinned per flavour, so that an MPI that
+    learns to bind is noticed), otherwise on loopback only; ranks on this host listen on loopback alone, and
+    ranks in VMs not at all in the host's namespace."""
+    shown = sorted(f"{l.address}:{l.port} {sorted(l.holders)}" for l in seen)
+    launcher = [l for l in seen if not l.ranks_only]
+    assert {l.address for l in launcher if l.wildcard} == LAUNCHER_WILDCARDS[flavour], shown
+    assert all(l.address in LOOPBACK for l in launcher if not l.wildcard), shown
+    listens = record["launch"]["mpi"]["listens"]
+    assert listens.startswith("all interfaces (") and "a limitation of" in listens, listens
+    ranks = [l for l in seen if l.ranks_only]
+    assert all(l.address in LOOPBACK for l in ranks) if ranks_here else not ranks, shown
 
 
 def ranks_said(stdout: str) -> list[tuple[int, int, str]]:
@@ -72,12 +97,37 @@ def test_every_kernel_natively(flavour, tmp_path):
     launcher = launcher_of(flavour)
     for kernel in KERNELS:
         store = tmp_path / f"{kernel}.jsonl"
-        proc = cli(sys.executable, "run", kernel, "--ranks", "2", "--mpi", launcher, "--json", "--store", store,
-                   *TINY[kernel], timeout=150)
+        args = ["run", kernel, "--ranks", "2", "--mpi", launcher, "--json", "--store", store, *TINY[kernel]]
+        if kernel == KERNELS[0]:  # and where its processes listen, seen as ss sees them
+            proc, seen = run_watched(*args, timeout=150)
+        else:
+            proc = cli(sys.executable, *args, timeout=150)
         record = last_record(store)
         assert proc.returncode == 0 and record["status"] == "ok", (kernel, proc.stderr[-2000:], record["validation"])
         assert record["ranks"] == 2 and len(record["placement"]) == 2
         assert_names_its_library(record, flavour, launcher)
+        if kernel == KERNELS[0]:
+            assert_listens_as_recorded(seen, record, flavour, ranks_here=True)
+
+
+# md with PME: its transposes and grid halo are Alltoallv of numpy buffers, a collective the other kernels do not use
+MD_PME = ["--cells", "7", "--steps", "10", "--rebuild-every", "5", "--thermo-every", "10", "--electrostatics", "pme",
+          "--pme-spacing", "0.5"]
+
+
+@pytest.mark.timeout(120)
+def test_md_with_pme_natively(flavour, tmp_path):
+    launcher = launcher_of(flavour)
+    store = tmp_path / "md.jsonl"
+    proc = cli(sys.executable, "run", "md", "--ranks", "2", "--mpi", launcher, "--json", "--store", store, *MD_PME,
+               timeout=100)
+    record = last_record(store)
+    assert proc.returncode == 0 and record["status"] == "ok", (proc.stderr[-2000:], record["validation"])
+    m = record["metrics"]
+    assert m["pme_evaluations"] == 10 and m["pme_transpose_bytes"] > 0 and m["pme_halo_bytes"] > 0
+    # the perfect lattice's Coulomb energy per atom, -0.671225 (md at a 90^3 grid, and LAMMPS), within this grid's error
+    assert m["thermo"][0]["coul"] == pytest.approx(-0.671225, rel=1.5e-2)
+    assert_names_its_library(record, flavour, launcher)
 
 
 @pytest.mark.timeout(120)
@@ -123,14 +173,20 @@ def test_kernels_in_two_vms(flavour, two_vms, tmp_path):
     launcher = launcher_of(flavour)
     for kernel in VM_KERNELS:
         store = tmp_path / f"{kernel}.jsonl"
-        proc = cli(sys.executable, "run", kernel, "--ranks", "2", "--topology", two_vms, "--mpi", launcher,
-                   "--json", "--store", store, *TINY[kernel], timeout=200)
+        args = ["run", kernel, "--ranks", "2", "--topology", two_vms, "--mpi", launcher, "--json", "--store", store,
+                *TINY[kernel]]
+        if kernel == VM_KERNELS[0]:  # and where its processes listen, seen as ss sees them
+            proc, seen = run_watched(*args, timeout=200)
+        else:
+            proc = cli(sys.executable, *args, timeout=200)
         record = last_record(store)
         # status ok includes the ranks' own placement check: hostname, address, cpus and netns of their VM
         assert proc.returncode == 0 and record["status"] == "ok", (kernel, proc.stderr[-2000:], record["validation"])
         assert [p["hostname"] for p in record["placement"]] == VMS
         assert [p["vm"] for p in record["placement"]] == ["vm1", "vm2"]
         assert_names_its_library(record, flavour, launcher)
+        if kernel == VM_KERNELS[0]:
+            assert_listens_as_recorded(seen, record, flavour, ranks_here=False)
 
 
 @pytest.mark.timeout(120)

@@ -20,6 +20,9 @@ from conftest import vnetbench
     (["report", "--store", "/nonexistent/results.jsonl"], "--store: /nonexistent/results.jsonl does not exist"),
     (["ingest", "/nonexistent/record.json"], "FILE: /nonexistent/record.json does not exist"),
     (["report", "--format", "xml"], "argument --format: invalid choice"),
+    (["run", "allreduce", "--topology", "native", "--vms", "qemu"], "--vms qemu: native has no VMs to boot"),
+    (["run", "allreduce", "--topology", "2vm-1vswitch", "--vms", "qemu", "--guest-kernel", "/dev/zero"],
+     "--guest-kernel: /dev/zero: a character device, not a regular file"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, args, phrase):
     if "--store" not in args and args[0] == "run":

@@ -88,6 +88,48 @@ def test_source_is_asked_afresh_and_its_shape_checked(monkeypatch, tmp_path):
         assert environment.source_problem(bad), bad
 
 
+def test_source_writes_nothing_into_the_checkout(monkeypatch, tmp_path):
+    """A run asks git about vnetbench's checkout without writing there: no index refresh, no index.lock, and
+    the same facts from a checkout whose .git is mounted read-only."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    def git(*args) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "x.py").write_text("a = 1\n")
+    git("add", "x.py")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    index = tmp_path / ".git" / "index"
+    # the file's stat no longer matches the index: a plain `git status` would rewrite the index to refresh it
+    os.utime(tmp_path / "x.py", ns=(10**18, 10**18))
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+    monkeypatch.setattr(environment, "SOURCE", tmp_path)
+    assert environment.source() == {"git_revision": head, "git_dirty": False}
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
+    assert not (tmp_path / ".git" / "index.lock").exists()
+    git("status", "--porcelain")  # the write this test would catch
+    assert index.stat().st_mtime_ns != before[1], "plain git status did not refresh: the check above proves nothing"
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return
+    # root writes anywhere the mode forbids it: a read-only bind mount, in a mount namespace of its own
+    os.utime(tmp_path / "x.py", ns=(2 * 10**18, 2 * 10**18))
+    probe = (f"import json; from pathlib import Path; from vnetbench.core import environment; "
+             f"environment.SOURCE = Path({str(tmp_path)!r}); print(json.dumps(environment.source()))")
+    git_dir = str(tmp_path / ".git")
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$2" -c "$3"', "sh",
+                           git_dir, sys.executable, probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f'{{"git_revision": "{head}", "git_dirty": false}}'
+
+
 def test_collect_uses_the_facts_it_is_handed(monkeypatch):
     run = environment.subprocess.run
 

@@ -97,6 +97,6 @@ def test_native_fast_path_describes_native_exactly_as_the_spec_model_does():
 def test_ranks_on_this_host_leave_out_libfabric_s_btl_unless_the_user_chose_the_btls(monkeypatch):
     monkeypatch.delenv("OMPI_MCA_btl", raising=False)
     argv = LocalRealised(load_topology("native")).launch(2).mpirun_args
-    assert argv[argv.index("btl") - 1:argv.index("btl") + 2] == ["--mca", "btl", "^ofi"]
+    assert argv[argv.index("btl") - 1:argv.index("btl") + 2] == ["--mca", "btl", "^ofi,tcp"]
     monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")
     assert "btl" not in LocalRealised(load_topology("native")).launch(2).mpirun_args

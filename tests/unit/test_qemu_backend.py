@@ -114,9 +114,9 @@ def test_only_tcg_guests_skip_zeroing_their_pages_and_waking_qemus_main_loop_for
 
     assert "--disable-kvm" in tcg and "init_on_alloc=0" in kernel_options(tcg)
     assert "--disable-kvm" not in kvm and not any("init_on_alloc" in option for option in kernel_options(kvm))
-    assert kvm[-2:] == ["-machine", "accel=kvm"] and "virtio-pci.ioeventfd=off" not in kvm
+    assert kvm[-2:] == ["-machine", "q35,accel=kvm"] and "virtio-pci.ioeventfd=off" not in kvm
     # and QEMU handles a TCG guest's virtqueue kicks in its vCPU thread, where an ioeventfd only adds a main-loop wake
-    assert tcg[-2:] == ["-global", "virtio-pci.ioeventfd=off"] and "accel=kvm" not in tcg
+    assert tcg[-4:] == ["-machine", "q35", "-global", "virtio-pci.ioeventfd=off"] and "accel=kvm" not in tcg
     assert kernel_options(tcg)[0] == kernel_options(kvm)[0] == f"modprobe.blacklist={','.join(guests.UNUSED_MODULES)}"
 
 
@@ -192,7 +192,7 @@ def test_compare_gives_tcg_runs_no_verdict_but_n_a():
     assert plain.regressed  # the same numbers on a real CPU are a regression
 
 
-def test_vms_option_names_what_it_applies_to():
+def test_vms_option_names_what_it_applies_to(tmp_path):
     import argparse
 
     from vnetbench.commands import common
@@ -202,8 +202,15 @@ def test_vms_option_names_what_it_applies_to():
 
     assert common.vm_ref(args(), "2vm-1vswitch") == "2vm-1vswitch"
     assert common.vm_ref(args(vms="qemu", accel="tcg"), "2vm-1vswitch") == "qemu:2vm-1vswitch?accel=tcg"
-    assert common.vm_ref(args(vms="qemu", accel="tcg"), "native") == "native"  # no VM to boot
-    with pytest.raises(UsageError, match="--accel: only with --vms qemu"):
+    # no VM to boot: refused when it is the one topology named, a sweep's baseline beside others stays native
+    with pytest.raises(UsageError, match=r"^--vms qemu: native has no VMs to boot as QEMU guests"):
+        common.vm_ref(args(vms="qemu", accel="tcg"), "native")
+    assert common.vm_ref(args(vms="qemu", accel="tcg"), "native", lone=False) == "native"
+    here = tmp_path / "here.yaml"  # a topology file of this host alone, as native
+    here.write_text("name: here\nbackend: local\n")
+    with pytest.raises(UsageError, match=rf"^--vms qemu: {here} has no VMs to boot as QEMU guests"):
+        common.vm_ref(args(vms="qemu"), str(here))
+    with pytest.raises(UsageError, match="--accel: only with --vms qemu or a topology file of backend: qemu"):
         common.vm_ref(args(accel="kvm"), "1vm")
     with pytest.raises(UsageError, match="--guest-kernel: /none: no such file"):
         common.vm_ref(args(vms="qemu", guest_kernel="/none"), "1vm")
@@ -253,3 +260,85 @@ def test_stopping_a_guest_ends_what_its_launcher_forked_as_it_was_ended(tmp_path
         launcher.stdout.close()
         for pid in guests.processes({"abcd"}):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_runs_watchdog_ends_its_guests_once_the_run_is_gone_even_by_sigkill(tmp_path, monkeypatch):
+    """The watchdog's own part (watchdog.main) with a stand-in guest (a fake: a process marked as a guest's are,
+    since no QEMU boots in this tier) and a real run process killed with SIGKILL; tests/guest kills a real run."""
+    import threading
+    import time
+
+    from vnetbench.topologies.qemu import watchdog
+
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path)
+    (tmp_path / "abcd").mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    guest = subprocess.Popen(sleeper, env={"PATH": "/usr/bin:/bin", guests.MARK: str(tmp_path / "abcd" / "vm1")})
+    run = subprocess.Popen(sleeper)
+    try:
+        deadline = time.monotonic() + 10
+        while not guests.processes({"abcd"}) and time.monotonic() < deadline:  # its environment readable
+            time.sleep(0.05)
+        owner = {"pid": run.pid, "start": state.start_time(run.pid)}
+        watching = threading.Thread(target=watchdog.main, args=(["abcd", str(owner["pid"]), str(owner["start"])],))
+        watching.start()
+        time.sleep(2 * watchdog.POLL_S)
+        assert watching.is_alive() and guest.poll() is None, "the run is alive: its guests stay"
+        run.kill()
+        killed = time.monotonic()
+        watching.join(10)
+        assert not watching.is_alive() and guest.wait(5) is not None
+        assert time.monotonic() - killed < 5 and guests.processes({"abcd"}) == {}
+    finally:
+        for proc in (guest, run):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def test_guest_kernel_that_is_no_regular_file_is_named_for_what_it_is(tmp_path):
+    import argparse
+
+    from vnetbench.commands import common
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, kind in (("/dev/zero", "a character device"), (str(tmp_path), "a folder"), (str(fifo), "a FIFO")):
+        asked = argparse.Namespace(vms="qemu", accel=None, guest_kernel=path)
+        with pytest.raises(UsageError, match=f"^--guest-kernel: {path}: {kind}, not a regular file"):
+            common.vm_ref(asked, "1vm")
+        with pytest.raises(SpecError, match=f"guest.kernel: {path}: {kind}, not a regular file"):
+            qemu(kernel=path)
+
+
+def test_a_qemu_topology_file_takes_the_guest_options_and_says_where_each_setting_came_from(tmp_path, monkeypatch):
+    import argparse
+
+    import yaml
+
+    from vnetbench.commands import common
+
+    path = tmp_path / "lab.yaml"
+    data = {"name": "lab", "backend": "qemu", "guest": {"accel": "kvm"}, "switches": [{"name": "sw1"}],
+            "vms": [{"name": "vm1", "vcpus": 1, "memory": "512MB", "switch": "sw1"}]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    # no --vms qemu needed: the file says its VMs are QEMU guests; the options override its guest fields
+    ref = common.vm_ref(argparse.Namespace(vms="emulated", accel="tcg", guest_kernel=None), str(path))
+    assert ref == f"qemu:{path}?accel=tcg"
+    flagged = model.load(ref)
+    assert (flagged.name, flagged.guest.accel) == ("lab", "tcg")
+    assert flagged.given("accel") == ("--accel tcg", "--accel {}")
+    # the file's own guest.accel: its file, line and field, and how to change it there
+    from_file = model.load(f"qemu:{path}")
+    where, other = from_file.given("accel")
+    assert where == f"{path}:4: guest.accel kvm" and other.format("tcg") == f"guest.accel: tcg in {path}"
+    assert model.load("qemu:1vm").given("accel")[0] == "--accel auto (the default)"
+    # the refusal probe.accel makes of it (the KVM probe itself is the guest tier's)
+    from vnetbench.topologies.qemu import machine, probe
+
+    monkeypatch.setattr(machine, "kvm_problem", lambda: "no /dev/kvm (a stand-in reason)")
+    with pytest.raises(UsageError) as caught:
+        probe.accel("kvm", "/boot/none", {}, from_file.given("accel"))
+    text = str(caught.value)
+    assert text.startswith(f"{path}:4: guest.accel kvm: KVM cannot run the guests here: no /dev/kvm")
+    assert "--accel" not in text and f"guest.accel: tcg in {path} runs the guests functionally" in text

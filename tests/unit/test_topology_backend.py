@@ -252,3 +252,59 @@ def test_topology_show_describes_every_backend_through_its_own_show(ref):
     shown = json.loads(vnetbench("topology", "show", ref, "--json").stdout)
     assert shown["spec"]["name"] == topology.name and shown["source"] == topology.source
     assert ("plan" in shown) == (topology.backend == "netns")
+
+
+def test_cleanup_keeps_what_live_runs_hold_unless_forced(tmp_path, monkeypatch):
+    """``topology cleanup`` (with or without --all) never takes down a topology that a live run holds - as its
+    owner, or attached to one that ``topology up`` left up; --force does, naming the run it ends. The flow is
+    lifecycle's; the backend's part is a stand-in that records its teardowns (a real one here would also sweep
+    the host's vnetbench objects that this test's private state folder does not know, other users' included)."""
+    import subprocess
+    import sys
+
+    from vnetbench.topologies.thishost import lifecycle
+
+    monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
+    import shutil
+    import time
+
+    torn = []
+
+    def teardown(st):  # what every backend's teardown ends with: the state folder goes
+        torn.append(st["name"])
+        shutil.rmtree(state.directory(st["id"]))
+
+    kind = lifecycle.Kind(backend="toy", require=lambda: None, preflight=lambda t: None, layout=None, create=None,
+                          teardown=teardown, missing=lambda st: [], orphans=lambda ids: [])
+    # two live "runs": real processes, told apart from a reused pid by their start time as any owner is
+    runs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    try:
+        owner, attached = ({"pid": p.pid, "start": state.start_time(p.pid)} for p in runs)
+        for tid, name, who in (("aaa1", "owned", owner), ("aaa2", "shared", None), ("aaa3", "idle", None),
+                               ("aaa4", "left", {"pid": 2**22 + 7, "start": 1})):
+            state.write({"id": tid, "name": name, "backend": "toy", "source": "preset", "layout": {},
+                         "created": time.time(), "complete": True, "owner": who})
+        # the second run attached to 'shared' (as lifecycle.bring_up does for a run), with its own identity
+        (state.directory("aaa2") / "held").mkdir()
+        (state.directory("aaa2") / "held" / str(attached["pid"])).write_text(json.dumps(attached))
+
+        rows = {row["name"]: row for row in lifecycle.status(kind, lambda st: {"id": st["id"]})}
+        assert rows["owned"]["state"] == f"held by run {owner['pid']}"
+        assert rows["shared"]["state"] == f"up (topology up), held by run {attached['pid']}"
+        assert rows["idle"]["state"] == "up (topology up)"
+
+        left = f"topology left (aaa4), {lifecycle.stale_reason(state.read('aaa4'))}"
+        assert left.endswith("which is gone") and lifecycle.cleanup(kind) == [left]
+        assert lifecycle.cleanup(kind, everything=True) == ["topology idle (aaa3), up (topology up)"]
+        assert torn == ["left", "idle"]
+        assert sorted(lifecycle.cleanup(kind, everything=True, force=True)) == [
+            f"topology owned (aaa1), held by run {owner['pid']}, which this ends",
+            f"topology shared (aaa2), held by run {attached['pid']}, which this ends"]
+        # a holder that is gone holds nothing
+        runs[1].kill()
+        runs[1].wait()
+        assert state.holders({"id": "aaa2", "owner": None}) == []
+    finally:
+        for proc in runs:
+            proc.kill()
+            proc.wait()

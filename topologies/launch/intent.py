@@ -76,8 +76,10 @@ def one_host_transport() -> dict[str, str]:
     """Open MPI's MPI-layer settings of ranks that all run on this host: every transport but libfabric's BTL,
     which carries nothing between ranks of one host (shared memory does) and costs Open MPI 5 about a second
     in every rank's MPI_Init on a host without a fabric (its component close sleeps a second: seen with gdb
-    under the PyPI wheel's 5.0.11). Nothing when the user's environment chooses the BTLs itself."""
-    return {} if "OMPI_MCA_btl" in os.environ else {"btl": "^ofi"}
+    under the PyPI wheel's 5.0.11), and but TCP's, which carries nothing either and would have every rank
+    listen on every interface of the host (0.0.0.0 and ::, seen with ss) for the whole run. Nothing when the
+    user's environment chooses the BTLs itself."""
+    return {} if "OMPI_MCA_btl" in os.environ else {"btl": "^ofi,tcp"}
 
 
 def mca_args(mca: dict[str, str]) -> list[str]:

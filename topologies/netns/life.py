@@ -175,7 +175,8 @@ def take_down(ref: str, topology=None) -> dict | None:
     return lifecycle.take_down(KIND, ref, topology)
 
 
-def cleanup(everything: bool = False) -> list[str]:
-    """Remove what crashed runs left behind (or, with ``everything``, every netns topology); what went."""
-    return lifecycle.cleanup(KIND, everything)
+def cleanup(everything: bool = False, force: bool = False) -> list[str]:
+    """Remove what crashed runs left behind (with ``everything``, also what ``topology up`` left up; with
+    ``force``, also those of live runs); what went (lifecycle.cleanup)."""
+    return lifecycle.cleanup(KIND, everything, force)
 

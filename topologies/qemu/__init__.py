@@ -4,8 +4,9 @@ A VM is a QEMU guest booting a kernel of this host (the running kernel's image, 
 ``guest.kernel``) with this host's root shared read-only and private /etc, /var, /tmp and /run (virtme-ng),
 so that the venv and the user's programs are at the same paths inside; one virtio-net NIC, its tap on the
 VM's switch's bridge (vhost=on where /dev/vhost-net opens), found by its MAC inside and given the plan's
-address; its vCPUs pinned to the host cpus the plan gives the VM, its memory the VM's (bound to its NUMA
-nodes where the host has several). The switches are the emulated VMs' (fabric.py: bridges, tbf-shaped and
+address; its vCPUs pinned to the host cpus the plan gives the VM and its other threads on those cpus, its memory
+the VM's (bound to or interleaved over its NUMA nodes where the host has several); a q35 machine whatever the
+accelerator. The switches are the emulated VMs' (fabric.py: bridges, tbf-shaped and
 netem-delayed uplinks to a physical-switch bridge); mpirun runs on the host with the head's address, and
 reaches the sshd each guest starts (sshd.py) as the hosts backend reaches hosts (sshlaunch.py), so every
 MPI flavour launches into guests as onto hosts. Root, ip, tc, QEMU, virtme-ng and busybox are needed.
@@ -15,9 +16,12 @@ bound, else refused naming why). Under TCG the CPU is emulated: records say so, 
 overhead for them.
 
 The parts: ``model`` (the topology, its ``guest`` settings, the ``qemu:REF`` refs of ``--vms qemu``), ``plan``
-(pure: names, addresses, cpus, the launch), ``machine`` (what this host offers: tools, kernel, KVM, vhost),
-``guests`` (start, wait, pin, stop), ``sshd`` (keys and the guests' sshd), ``life`` (create, tear down, clean
-up; the flow around them is lifecycle.py's), ``view`` (``topology show``, the record's view), ``qmp``.
+(pure: names, addresses, cpus, NUMA policy and nodes' capacity, the launch), ``machine`` (what this host offers:
+tools, kernel, the q35 machine and its vCPU limit, /dev/kvm, vhost, the root's share and the memory behind it),
+``probe`` (does KVM boot a guest like these: asked once per boot of the host), ``guests`` (start, wait, pin, stop),
+``seen`` (what each guest really got: vhost, where its threads run, where its memory is), ``sshd`` (keys and the
+guests' sshd), ``life`` (create, tear down, clean up; the flow around them is lifecycle.py's), ``view``
+(``topology show``, the record's view), ``dry`` (``--dry-run``: the commands, nothing started), ``qmp``.
 """
 
 from vnetbench.core.errors import UsageError
@@ -50,29 +54,45 @@ class QemuBackend(OnThisHost, Realised):
         return model.from_data(data, source, lines, host)
 
     @classmethod
-    def from_options(cls, ref: str, settings: dict) -> str:
-        """``--vms qemu``: ``ref``'s VMs as QEMU guests, ``qemu:REF?accel=..&kernel=..`` (``--accel``,
-        ``--guest-kernel``); a topology without VMs as it is."""
+    def from_options(cls, ref: str, settings: dict, lone: bool = True) -> str:
+        """``--vms qemu`` (or ``--accel``/``--guest-kernel`` with a topology file of ``backend: qemu``): ``ref``'s VMs
+        as QEMU guests, ``qemu:REF?accel=..&kernel=..``. A topology without VMs is refused when it is the ``lone``
+        one named, and kept as it is beside others (a sweep's baseline)."""
         import os
         from urllib.parse import urlencode
 
+        from .. import file_backend
         from ..base import ref_prefixes
         from ..model import presets
 
         kernel = settings.get("--guest-kernel")
         if kernel:
-            if not os.path.isfile(kernel):
-                raise UsageError(f"--guest-kernel: {kernel}: no such file; give a kernel image such as "
-                                 f"/boot/vmlinuz-VERSION")
+            from .model import kernel_file_problem
+
+            problem = kernel_file_problem(kernel)
+            if problem:
+                raise UsageError(f"--guest-kernel: {kernel}: {problem}")
             kernel = os.path.abspath(kernel)
-        if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or ref.startswith("qemu:"):
-            return ref  # no VM to boot
+        if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or lone and file_backend(ref) == "local":
+            if lone:
+                raise UsageError(f"--vms qemu: {ref} has no VMs to boot as QEMU guests (it runs on this host); drop "
+                                 f"--vms qemu, or name a topology with VMs")
+            return ref  # no VM to boot: a sweep's baseline
+        if ref.startswith("qemu:"):
+            return ref
         other = next((prefix for prefix in ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
         if other:
             raise UsageError(f"--vms qemu: {ref} names real hosts or a cluster ({other}:), which have no VMs to boot; "
                              f"use --vms qemu with a preset or a topology YAML")
         chosen = {key: value for key, value in (("accel", settings.get("--accel")), ("kernel", kernel)) if value}
+        # the qemu backend's ref: REF's VMs as its guests (its model reads the settings)
         return f"qemu:{ref}" + (f"?{urlencode(chosen, safe='/')}" if chosen else "")
+
+    @classmethod
+    def dry_run(cls, topology) -> list[str]:
+        from . import dry
+
+        return dry.lines(topology)
 
     # ---- once up -------------------------------------------------------------------------
 
@@ -103,10 +123,19 @@ class QemuBackend(OnThisHost, Realised):
         return spec
 
     def own_cpu_seconds(self) -> float | None:
+        """The guests' QEMUs, and their vhost workers where those are kernel threads of their own (Linux < 6.4;
+        later ones are QEMU's threads, counted with it)."""
         from vnetbench.core.procs import cpu_seconds
 
-        return sum(cpu_seconds(facts["qemu_pid"]) for facts in (self.state.get("guests") or {}).values()
-                   if isinstance(facts.get("qemu_pid"), int))
+        from .seen import threads, vhost_workers
+
+        total = 0.0
+        for facts in (self.state.get("guests") or {}).values():
+            pid = facts.get("qemu_pid")
+            if isinstance(pid, int):
+                own = threads(pid)
+                total += cpu_seconds(pid) + sum(cpu_seconds(tid) for tid in vhost_workers(pid) if tid not in own)
+        return total
 
     def health(self) -> tuple[str, list[str]] | None:
         """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs

@@ -21,7 +21,7 @@ from vnetbench.core.errors import LaunchError
 
 from ..thishost import linux, state
 from . import machine
-from .plan import SSH_PORT, GuestPlan, Layout, files
+from .plan import SSH_PORT, GuestPlan, Layout, files, numactl
 from .qmp import Qmp
 
 MARK = "VNETBENCH_QEMU_GUEST"
@@ -34,7 +34,8 @@ FAILED = re.compile(r"vnetbench-guest-failed (.*)")
 POLL = 0.2
 CACHED_TAG = "vnbroot"
 # Drivers a guest never uses that udev's coldplug (virtme-ng's init waits for it) would load at every boot: the
-# q35 machine's SATA controller and DVD drive, its platform devices, nested virtualization (QEMU's "max" and
+# q35 machine's (machine.MACHINE, under either accelerator: under KVM QEMU's default pc would load ata_piix and
+# floppy instead, past this list) SATA controller and DVD drive, its platform devices, nested virtualization (QEMU's "max" and
 # "host" CPUs carry SVM or VMX, so kvm loads inside the guest) and kernel crypto and checksum engines that
 # nothing in a guest of 9p, tmpfs and overlays calls. Each costs a module load and a device probe: under TCG
 # they were 3 of a boot's 12 s. Nothing vnetbench runs in a guest needs them, whatever the accelerator.
@@ -88,16 +89,17 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     if guest["rootfs"] == "9p":
         args += cached_root_export(CACHED_TAG)
     if guest["accel"] == "kvm":
-        args += ["-machine", "accel=kvm"]  # KVM or nothing: no silent fallback to TCG
+        # the machine type virtme-ng asks for under TCG only (QEMU merges -machine options: the last accel wins);
+        # KVM or nothing: no silent fallback to TCG
+        args += ["-machine", f"{guest.get('machine', machine.MACHINE)},accel=kvm"]
     else:
-        args += TCG_QEMU_OPTIONS
+        args += ["-machine", guest.get("machine", machine.MACHINE), *TCG_QEMU_OPTIONS]
     return args
 
 
-def membind(lay: Layout, vm: GuestPlan) -> list[str]:
-    """What starts a guest with its memory on its VM's NUMA nodes (QEMU inherits the policy and allocates the
-    guest's RAM under it), where the host has several."""
-    return ["numactl", f"--membind={','.join(map(str, vm.mems))}"] if lay.numa_nodes > 1 else []
+def launch_command(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
+    """The whole command that starts ``vm``'s guest: numactl where the host has several NUMA nodes, virtme-run."""
+    return [*numactl(lay, vm), machine.virtme_run() or "virtme-run", *options(lay, vm, guest)]
 
 
 def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
@@ -108,10 +110,10 @@ def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
         Path(own["tmp"]).mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "TMPDIR": own["tmp"], MARK: marker(lay.id, vm.name)}
         cpus = set(vm.cpus)
-        command = [*membind(lay, vm), machine.virtme_run(), *options(lay, vm, guest)]
+        command = launch_command(lay, vm, guest)
         with open(own["console"], "wb") as console:
             # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=console,
+            proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=console,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     preexec_fn=lambda: os.sched_setaffinity(0, cpus))
         started[vm.name] = proc
@@ -146,7 +148,7 @@ def wait_ready(lay: Layout, guest: dict, started: dict[str, subprocess.Popen], t
                 raise LaunchError(f"VM {vm.name}: its guest ended before it was up ({_last_lines(text)})")
             found = READY.search(text)
             if found and "qemu_pid" in seen and _answers(vm.address):
-                seen.update(_said(found.group(1)), ready=True)
+                seen.update(_said(found.group(1)), **_settled(lay, vm, guest, seen), ready=True)
         if not waiting:
             return {name: {k: v for k, v in seen.items() if k != "ready"} for name, seen in facts.items()}
         if time.monotonic() > deadline:
@@ -182,6 +184,19 @@ def _pinned(vm: GuestPlan, own: dict, guest: dict) -> dict:
         pinned[str(index)] = {"thread": thread, "cpu": cpu}
     return {"qemu_pid": qemu_pid, "qemu_start": procs.start_time(qemu_pid), "kvm": bool(kvm.get("enabled")),
             "qemu": f"{version.get('major')}.{version.get('minor')}.{version.get('micro')}", "vcpus": pinned}
+
+
+def _settled(lay: Layout, vm: GuestPlan, guest: dict, seen: dict) -> dict:
+    """Once the guest is up (its NIC's driver started, vhost's worker with it): its other threads placed, and what
+    it got (seen.py)."""
+    from . import seen as got
+
+    try:
+        console = Path(files(lay.id, vm.name)["console"]).read_text(errors="replace")
+    except OSError:
+        console = ""
+    return got.settle(vm, guest, seen["qemu_pid"], {int(v["thread"]) for v in seen.get("vcpus", {}).values()},
+                      console, MARK, marker(lay.id, vm.name))
 
 
 def _said(text: str) -> dict:

@@ -13,7 +13,7 @@ from vnetbench.core.errors import LaunchError, UsageError
 
 from ..thishost import fabric, lifecycle, linux, state
 from ..thishost.host import HostFacts
-from . import guests, machine, plan, sshd
+from . import guests, machine, plan, sshd, watchdog
 
 BACKEND = "qemu"
 # from start to sshd answering, when the topology does not say (guest.boot_timeout): KVM boots in seconds, two
@@ -22,19 +22,32 @@ BOOT_TIMEOUT = {"kvm": 60.0, "tcg": 300.0}
 
 
 def preflight(topology) -> None:
-    """Refuse, before anything is made, what this host cannot do: tools, netem for a delay, the kernel, KVM
-    (``auto``: the probe guest); what was decided is kept for ``_fields``."""
+    """Refuse, before anything is made, what this host cannot do: tools, netem for a delay, the kernel, NUMA
+    nodes' memory, KVM (``auto``: the probe guest); what was decided is kept for ``_fields``. For a topology whose
+    guests are up, only the tools: its guests answer for themselves, and a probe guest would only compete with
+    them (or refuse a run they would serve)."""
     machine.require()
+    if lifecycle.is_up(KIND, topology):
+        return
     fabric.require_netem(topology)
     guest(topology)
 
 
 def guest(topology) -> dict:
     """How ``topology``'s guests boot on this host (the state's ``guest``); UsageError when they cannot."""
+    from . import probe
+
     chosen = machine.kernel(topology.guest.kernel)
-    accel = machine.accel(topology.guest.accel, chosen["image"])
+    vhost, rootfs = machine.vhost_net(), machine.root_share()
+    accel, probed = probe.accel(topology.guest.accel, chosen["image"], probe.needs(topology, vhost, rootfs),
+                                 topology.given("accel"))
+    why = "/dev/vhost-net opens" if vhost else "/dev/vhost-net does not open here"
+    if probed and probed.get("vhost"):
+        vhost, why = False, f"the KVM probe guest's QEMU fell back to userspace virtio ({probed['vhost']})"
     return {"engine": "qemu", "accel": accel, "asked": topology.guest.accel, "kernel": chosen,
-            "qemu": machine.qemu_version(), "vhost": machine.vhost_net(), "rootfs": machine.root_share(),
+            "machine": machine.MACHINE, "qemu": machine.qemu_version(), "vhost": vhost, "vhost_why": why,
+            "rootfs": rootfs, "memory_backing": machine.backing(rootfs),
+            "probe": None if probed is None else {"cached": probed["cached"], "at": probed["at"]},
             "boot_timeout": topology.guest.boot_timeout or BOOT_TIMEOUT[accel]}
 
 
@@ -55,12 +68,14 @@ def _fields(topology, layout: dict) -> dict:
 
 
 def create(st: dict) -> None:
-    """Make what ``st`` names: keys, the fabric with each VM's tap on its bridge, shaping, then the guests,
-    all booting at once; ``st["guests"]`` what each said once its sshd answers."""
+    """Make what ``st`` names: keys, the fabric with each VM's tap on its bridge, shaping, a run's watchdog, then
+    the guests, all booting at once; ``st["guests"]`` what each said once its sshd answers."""
     lay = plan.Layout.from_dict(st["layout"])
     sshd.make(lay.id, [vm.address for vm in lay.vms])
     fabric.create(lay.fabric, plan.tap_lines(lay))
     linux.tc_batch(fabric.shaping(lay.fabric))
+    if st.get("owner"):  # a run's guests end with it, even when it is killed with SIGKILL
+        watchdog.start(lay.id, st["owner"])
     started = guests.start(lay, st["guest"])
     st["guests"] = guests.wait_ready(lay, st["guest"], started, st["guest"]["boot_timeout"])
 

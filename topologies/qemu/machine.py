@@ -1,10 +1,8 @@
-"""What this host offers QEMU guests: the tools, the guest kernel, KVM (and auto's probe), vhost-net, the root's share.
+"""What this host offers QEMU guests: the tools, the guest kernel, the machine type and its vCPU limit, /dev/kvm,
+vhost-net, the root's share and the memory each share backs the guests with.
 
 Each is read once per process and said in one line when it is missing (UsageError: nothing was started).
-KVM is trusted only when a guest really boots with it: /dev/kvm can be present and answer its API while
-guests hang or abort (DESIGN.md, measured 2026-11-24), so ``--accel auto`` and ``kvm`` boot a small probe
-guest with KVM alone (``-machine accel=kvm``: QEMU's own fallback to TCG would hide the failure) and take KVM
-only when it answers within PROBE_SECONDS (here it aborts at once: "failed to set MSR 0x10a").
+Whether KVM really runs a guest is probe.py's (a probe guest, its answer cached per boot of the host).
 """
 
 import fcntl
@@ -16,15 +14,17 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 from vnetbench.core.errors import UsageError
 
 QEMU = "qemu-system-x86_64"
-PROBE_SECONDS = 30.0
-PROBE_MEMORY = "256M"
+# One machine type under both accelerators, so that the TCG guests the tests boot are the machine KVM hosts run:
+# q35 (ICH9, PCIe). virtme-ng asks for it under TCG and for nothing under KVM, where QEMU's default is ``pc``
+# (i440FX/PIIX: IDE and floppy controllers, 255 vCPUs at most). q35 is what current hypervisor stacks give a
+# Linux guest (libvirt's and virt-install's default for x86 guests since 2022), carries more vCPUs (QEMU 7.2: 288,
+# later versions more) and is the machine guests.UNUSED_MODULES lists the unused drivers of.
+MACHINE = "q35"
 KVM_GET_API_VERSION = 0xAE00
 KVM_API_VERSION = 12
 # command -> how to get it, for the one line that says what is missing
@@ -142,47 +142,27 @@ def kvm_problem() -> str | None:
 
 
 @functools.cache
-def kvm_probe(image: str) -> str | None:
-    """Why a small guest of ``image`` does not boot with KVM alone within PROBE_SECONDS, or None when it does."""
-    work = tempfile.mkdtemp(prefix="vnetbench-kvm-probe-")
-    argv = [virtme_run(), "--kimg", image, "--mods", "auto", "--disable-microvm", "--force-9p", "--memory",
-            PROBE_MEMORY, "--cpus", "1", "--script-sh", "echo vnetbench-kvm-probe-ok", "--qemu-opts",
-            "-machine", "accel=kvm"]
-    console = Path(work) / "console"
-    began = time.monotonic()
+def machine_type() -> dict | None:
+    """What QEMU's MACHINE is here: ``{"name": "pc-q35-7.2", "max_cpus": 288}`` (QMP query-machines of this
+    host's QEMU, without a guest: ``-machine none``), or None when QEMU does not answer."""
+    import json
+
+    asked = b'{"execute":"qmp_capabilities"}\n{"execute":"query-machines"}\n{"execute":"quit"}\n'
     try:
-        with open(console, "w") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env={**os.environ, "TMPDIR": work})
-            try:
-                proc.wait(PROBE_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
-            finally:
-                from vnetbench.core import procs
-
-                procs.kill_session(proc.pid, grace=1.0)
-                proc.wait()
-        text = console.read_text(errors="replace")
-        if "vnetbench-kvm-probe-ok" in text:
-            return None
-        tail = " | ".join(line.strip() for line in text.splitlines()[-3:] if line.strip()) or "no output"
-        if time.monotonic() - began >= PROBE_SECONDS:
-            return f"a probe guest did not boot with KVM within {PROBE_SECONDS:.0f} s (its last lines: {tail})"
-        return f"a probe guest did not start with KVM (QEMU exited {proc.returncode}: {tail})"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def accel(asked: str, image: str, what: str = "--accel") -> str:
-    """The accelerator the guests run with for ``asked`` (auto, kvm, tcg); UsageError saying why not KVM."""
-    if asked == "tcg":
-        return "tcg"
-    # kvm as well as auto: a guest that cannot boot with KVM is refused in seconds, not after a boot timeout
-    problem = kvm_problem() or kvm_probe(image)
-    if problem:
-        raise UsageError(f"{what} {asked}: KVM cannot run the guests here: {problem}; {TCG_WHY}")
-    return "kvm"
+        out = subprocess.run([QEMU, "-machine", "none", "-nodefaults", "-display", "none", "-S", "-qmp", "stdio"],
+                             input=asked, capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(reply.get("return"), list):
+            for found in reply["return"]:
+                if MACHINE in (found.get("name"), found.get("alias")):
+                    return {"name": found["name"], "max_cpus": found.get("cpu-max")}
+    return None
 
 
 # ---- devices --------------------------------------------------------------------------------
@@ -197,11 +177,45 @@ def vhost_net() -> bool:
         return False
 
 
+THP = Path("/sys/kernel/mm/transparent_hugepage")
+
+
+def _chosen(path: Path) -> str | None:
+    """The bracketed choice of a sysfs setting ("always [madvise] never" -> "madvise"), or None."""
+    try:
+        found = re.search(r"\[(\w+)\]", path.read_text())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def backing(rootfs: str, thp: Path = THP) -> dict:
+    """The memory QEMU backs a guest's RAM with for ``rootfs``: 9p guests get anonymous memory, virtiofs guests a
+    shared memfd (virtiofsd maps the guest's RAM: virtme-ng's memory-backend-memfd); QEMU madvises guest RAM
+    MADV_HUGEPAGE, so it is on transparent huge pages where the host's setting for its kind (anonymous:
+    ``enabled``; memfd, which is shmem: ``shmem_enabled``) allows an madvised region them."""
+    if rootfs == "virtiofs":
+        setting = _chosen(thp / "shmem_enabled")
+        huge = setting in ("always", "within_size", "advise", "force")
+        kind, knob = "memfd", "shmem_enabled"
+    else:
+        setting = _chosen(thp / "enabled")
+        huge = setting in ("always", "madvise")
+        kind, knob = "anonymous", "enabled"
+    return {"kind": kind, "thp": f"{knob}={setting}" if setting else "no THP in this kernel",
+            "page_size": "2 MiB (transparent huge pages)" if huge else "4 KiB"}
+
+
 @functools.cache
 def root_share() -> str:
     """How the guests see the host's root: virtiofs where virtme-ng would start a virtiofsd that can export it
-    read-only (the Rust virtiofsd), else 9p (QEMU 7.2's C virtiofsd has no --readonly: a guest could write the
-    host's root through it; it also fails to start here, after three seconds per guest)."""
+    read-only (the Rust virtiofsd) and its memfd would give the guests' RAM the same pages as 9p's anonymous
+    memory, else 9p (QEMU 7.2's C virtiofsd has no --readonly: a guest could write the host's root through it; it
+    also fails to start here, after three seconds per guest). The pages matter: with Debian's defaults anonymous
+    memory gets transparent huge pages and a memfd does not, so a root share that chose the guests' page size would
+    change what a memory-bound benchmark measures; the share follows the memory, never the other way round."""
+    if backing("virtiofs")["page_size"] != backing("9p")["page_size"]:
+        return "9p"
     for path in ("/usr/libexec/virtiofsd", "/usr/lib/virtiofsd/virtiofsd", "/usr/lib/virtiofsd", shutil.which("virtiofsd"),
                  "/usr/lib/qemu/virtiofsd"):
         if not path or not os.access(path, os.X_OK):

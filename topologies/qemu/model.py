@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import parse_qsl
 
-from pydantic import BaseModel, ConfigDict, PlainValidator
+from pydantic import BaseModel, ConfigDict, PlainValidator, PrivateAttr
 
 from vnetbench.core.errors import SpecError, UsageError
 
@@ -33,16 +33,36 @@ ACCELS = ("auto", "kvm", "tcg")
 SUFFIX = "-qemu"
 MIN_GUEST_MEMORY = 256 << 20  # a guest that boots the host's root over 9p and runs Python ranks
 SETTINGS = {"accel": "accel", "kernel": "kernel"}  # a ref's ?KEY= -> the guest field it sets
+FLAGS = {"accel": "--accel", "kernel": "--guest-kernel"}  # a guest field -> the option that sets it
 
 
 def _kernel(value):
     if not isinstance(value, str) or not os.path.isabs(value) or "\n" in value or len(value) > 4096:
         raise ValueError(f"expected the absolute path of a kernel image, got {units.shown(value)}")
-    if not os.path.isfile(value):
-        raise ValueError(f"{value}: no such file; give a kernel image such as /boot/vmlinuz-VERSION")
-    if not os.access(value, os.R_OK):
-        raise ValueError(f"{value}: not readable by this user")
+    problem = kernel_file_problem(value)
+    if problem:
+        raise ValueError(f"{value}: {problem}")
     return value
+
+
+def kernel_file_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a guest kernel image as a file (missing, not a regular file, unreadable), or None."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file; give a kernel image such as /boot/vmlinuz-VERSION"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode) else
+                "a block device" if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "not a file")
+        return f"{kind}, not a regular file; give a kernel image such as /boot/vmlinuz-VERSION"
+    if not os.access(path, os.R_OK):
+        return "not readable by this user"
+    return None
 
 
 def _seconds(value):
@@ -73,6 +93,18 @@ class QemuTopology(Topology):
     """A VM topology whose VMs are QEMU guests (``guest``: how they boot)."""
 
     guest: Guest = Guest()
+    # the guest fields the command line set (``qemu:REF?accel=..``): field -> the option's name
+    _flags: dict = PrivateAttr(default_factory=dict)
+
+    def given(self, field: str) -> tuple[str, str]:
+        """(where the guest's ``field`` came from, as an error's start; how to give it VALUE there): the option,
+        the file and line of ``guest.FIELD``, or the option's default."""
+        value = getattr(self.guest, field)
+        if field in self._flags:
+            return f"{self._flags[field]} {value}", f"{self._flags[field]} {{}}"
+        if self._lines.get(("guest", field)) is not None:
+            return f"{self.locate('guest', field)} {value}", f"guest.{field}: {{}} in {self.source}"
+        return f"{FLAGS[field]} {value} (the default)", f"{FLAGS[field]} {{}}"
 
 
 def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
@@ -86,7 +118,7 @@ def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
     rest = {key: value for key, value in data.items() if key != "guest"}
     fitted = sizing.fit(rest, source, lines, host,
                         checks=(sizing.one_host("the qemu backend runs its guests on this one host"),))
-    problems = memory_problems(fitted, host)
+    problems = memory_problems(fitted, host) + vcpu_problems(fitted)
     if problems:
         raise SpecError(validation.report(source, lines, problems))
     topology = QemuTopology.model_construct(**{name: getattr(fitted, name) for name in Topology.model_fields},
@@ -107,7 +139,28 @@ def memory_problems(topology, host=None) -> list[tuple[tuple, str]]:
     if total > host.memory:
         problems.append((("vms",), f"the guests' memory adds up to {units.human_size(total)}, above this host's "
                                    f"{units.human_size(host.memory)}; give the VMs less memory"))
+    elif not problems:
+        import ipaddress
+
+        from . import plan
+
+        lay = plan.layout(topology, host, ipaddress.IPv4Network("192.0.2.0/24"))  # addresses play no part here
+        problems += [(("vms",), f"{problem}; give its VMs less memory, or place them on other nodes (numa, "
+                                f"memory_policy)") for problem in plan.capacity_problems(lay, host.memory_by_node)]
     return problems
+
+
+def vcpu_problems(topology) -> list[tuple[tuple, str]]:
+    """A guest's vCPUs within what QEMU's machine type takes (QEMU asked once; not checked without QEMU, which
+    the backend's preflight then refuses)."""
+    from . import machine
+
+    found = machine.machine_type()
+    if not found or not found.get("max_cpus"):
+        return []
+    return [(("vms", i, "vcpus"), f"{vm.vcpus} vCPUs are more than QEMU's {machine.MACHINE} machine "
+                                  f"({found['name']}) takes; allowed: 1 to {found['max_cpus']}")
+            for i, vm in enumerate(topology.vms) if vm.vcpus > found["max_cpus"]]
 
 
 # ---- refs -----------------------------------------------------------------------------------
@@ -146,7 +199,10 @@ def load(ref_text: str, what: str = "--topology"):
     if settings:
         guest = data.get("guest") if isinstance(data.get("guest"), dict) else {}
         data["guest"] = {**guest, **settings}
-    return from_data(data, source, lines)
+    topology = from_data(data, source, lines)
+    if isinstance(topology, QemuTopology):
+        topology._flags = {field: FLAGS[field] for field in settings}
+    return topology
 
 
 def _split(rest: str, what: str) -> tuple[str, dict]:

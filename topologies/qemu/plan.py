@@ -2,7 +2,7 @@
 
 ``layout()`` turns a qemu topology into the names, addresses and files of what the backend makes: the switch
 fabric (fabric.py: bridges, shaped uplinks, the head), and per VM a tap on its switch's bridge, a MAC and an
-address, the host cpus its vCPU threads are pinned to and the NUMA nodes its memory is bound to (sizing.py, as
+address, the host cpus its vCPU threads are pinned to and the NUMA nodes its memory is held to (sizing.py, as
 for emulated VMs), and its files in the topology's state directory (QMP socket, console log, pid file).
 ``launch_spec()`` places ranks on the VMs as the emulated VMs' ranks are placed (ranks.py) and starts them
 the way the hosts backend starts ranks on hosts: over SSH (sshlaunch.py), to the sshd in each guest.
@@ -42,6 +42,7 @@ class GuestPlan:
     mems: tuple[int, ...]
     memory: int
     numa: str
+    policy: str = "bind"  # how QEMU's memory is held to ``mems`` where the host has several nodes: bind, interleave
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,48 @@ def layout(topology, host: HostFacts, subnet: ipaddress.IPv4Network) -> Layout:
             name=vm.name, index=i, hostname=f"{topology.name}-{vm.name}", tap=f"{fabric.names(tid)['vm_link']}{TAP}{i}",
             mac=mac(tid, i), address=fabric.vm_address(subnet, i), switch=vm.switch, bridge=fab.bridge_of(vm.switch),
             vcpus=vm.vcpus, cpus=cpus, mems=memory_nodes(vm.memory_policy, mems, cpus_by_node), memory=vm.memory,
-            numa=str(vm.numa)))
+            numa=str(vm.numa), policy="interleave" if vm.memory_policy == "interleave" else "bind"))
     return Layout(id=tid, name=topology.name, subnet=fab.subnet, head=fab.head, head_bridge=fab.head_bridge,
                   physical=fab.physical, placement=topology.placement, vms=tuple(vms), switches=fab.switches,
                   host_cpus=tuple(sorted(c for cpus in cpus_by_node.values() for c in cpus)),
                   numa_nodes=len(host.cpus_by_node))
+
+
+def numactl(lay: Layout, vm: GuestPlan) -> list[str]:
+    """What starts a guest with its memory under its VM's policy (QEMU inherits it and allocates the guest's RAM
+    under it), where the host has several NUMA nodes: spread page by page over them (``interleave``), or held to
+    them (``--membind``: local, remote)."""
+    if lay.numa_nodes <= 1:
+        return []
+    return ["numactl", f"--{'interleave' if vm.policy == 'interleave' else 'membind'}={','.join(map(str, vm.mems))}"]
+
+
+def node_demand(lay: Layout) -> dict[int, list[tuple[str, int]]]:
+    """NUMA node -> (VM, bytes of its memory that node is to hold): an interleaved VM's memory split evenly over its
+    nodes, a bound VM's too where it is bound to several (the kernel fills them in its own order: an even share is
+    the least each may be asked for)."""
+    demand: dict[int, list[tuple[str, int]]] = {}
+    for vm in lay.vms:
+        for node in vm.mems:
+            demand.setdefault(node, []).append((vm.name, vm.memory // len(vm.mems)))
+    return demand
+
+
+def capacity_problems(lay: Layout, memory_by_node: dict[int, int] | None) -> list[str]:
+    """Each NUMA node whose guests' memory is more than the node has (the guests' RAM is held to their nodes
+    and touched lazily: past a node's memory the kernel kills a guest mid-run), naming the shortfall."""
+    from ..model.units import human_size
+
+    if lay.numa_nodes <= 1 or not memory_by_node:
+        return []
+    problems = []
+    for node, held in sorted(node_demand(lay).items()):
+        need, has = sum(size for _, size in held), memory_by_node.get(node, 0)
+        if need > has:
+            shares = ", ".join(f"{name} {human_size(size)}" for name, size in held)
+            problems.append(f"NUMA node {node}: its guests' memory is {human_size(need)} ({shares}), "
+                            f"{human_size(need - has)} more than its {human_size(has)}")
+    return problems
 
 
 def files(topology_id: str, vm: str) -> dict[str, str]:

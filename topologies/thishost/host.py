@@ -19,10 +19,11 @@ NODE_SYSFS = Path("/sys/devices/system/node")
 OWN_PREFIX = "vnb"
 
 
-class HostFacts(namedtuple("HostFacts", "cpus_by_node memory networks networks_known name",
-                           defaults=((), True, "localhost"))):
+class HostFacts(namedtuple("HostFacts", "cpus_by_node memory networks networks_known name memory_by_node",
+                           defaults=((), True, "localhost", None))):
     """A host's cpus by NUMA node, its memory in bytes, and ``networks``: (what it is, network) for each IPv4
-    address and route of the host, default routes excepted. A named tuple, not a dataclass (``vnetbench.cli``
+    address and route of the host, default routes excepted; ``memory_by_node``: NUMA node -> its memory in bytes
+    (node_memory; None: not known). A named tuple, not a dataclass (``vnetbench.cli``
     says why)."""
 
     __slots__ = ()
@@ -82,6 +83,20 @@ def node_cpus(root: Path = NODE_SYSFS) -> dict[int, tuple[int, ...]]:
         except (OSError, ValueError):
             continue
     return nodes
+
+
+def node_memory(root: Path = NODE_SYSFS) -> dict[int, int]:
+    """NUMA node -> its memory in bytes (nodeN/meminfo's MemTotal); {} without NUMA support in the kernel."""
+    found = {}
+    for path in Path(root).glob("node[0-9]*"):
+        try:
+            for line in (path / "meminfo").read_text().splitlines():
+                words = line.split()  # "Node 0 MemTotal:       16337740 kB"
+                if len(words) >= 4 and words[2] == "MemTotal:":
+                    found[int(path.name[4:])] = int(words[3]) * 1024
+        except (OSError, ValueError):
+            continue
+    return dict(sorted(found.items()))
 
 
 def _numa_nodes(usable: set[int]) -> dict[int, tuple[int, ...]]:
@@ -149,4 +164,4 @@ def detect() -> HostFacts:
     usable = set(os.sched_getaffinity(0))
     networks, known = host_networks()
     return HostFacts(cpus_by_node=_numa_nodes(usable), memory=_memory(), networks=networks,
-                     networks_known=known, name=os.uname().nodename)
+                     networks_known=known, name=os.uname().nodename, memory_by_node=node_memory())

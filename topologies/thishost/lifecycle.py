@@ -78,12 +78,14 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
                                   f"which will take it down when it ends; wait for it, or bring the topology "
                                   f"up with 'vnetbench topology up' to share it")
             else:
+                if not persistent:
+                    state.hold(current["id"])  # a run attached: cleanup keeps the topology while it lives
                 return current, False
         if host is None:
             from .host import detect
 
             host = detect()
-        layout = kind.layout(topology, host, _subnet(topology, host))
+        layout = kind.layout(topology, host, subnet_for(topology, host))
         st = {"version": state.VERSION, "backend": kind.backend, "id": topology.id, "name": topology.name,
               "source": topology.source, "spec_hash": topology.spec_hash(), "spec": topology.to_dict(),
               "layout": layout, **kind.fields(topology, layout), "created": state.now(), "complete": False,
@@ -104,7 +106,17 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
         return st, True
 
 
-def _subnet(topology, host) -> ipaddress.IPv4Network:
+def is_up(kind: Kind, topology) -> bool:
+    """Is ``topology`` up as this backend's, complete, of the same spec, not stale and with nothing missing (what
+    ``bring_up`` attaches to rather than makes)? A read without the lock: a preflight asks it to spare checks that
+    only a bring-up needs; ``bring_up`` decides again under the lock."""
+    current = state.read(topology.id)
+    return (current is not None and _mine(kind, current) and current.get("complete")
+            and current["name"] == topology.name and current["spec_hash"] == topology.spec_hash()
+            and not state.stale(current) and not kind.missing(current))
+
+
+def subnet_for(topology, host) -> ipaddress.IPv4Network:
     """The topology's subnet, or a free /24 clear of the host's networks and of every topology that is up."""
     from .fabric import choose_subnet
 
@@ -180,24 +192,34 @@ def status(kind: Kind, describe: Callable[[dict], dict]) -> list[dict]:
         stale = state.stale(st)
         row = {**describe(st), "name": st["name"], "source": st["source"], "complete": st["complete"],
                "age_s": max(0.0, time.time() - st["created"]), "owner": owner["pid"] if owner else None,
-               "stale": stale, "stale_reason": stale_reason(st) if stale else None, "missing": kind.missing(st)}
+               "stale": stale, "stale_reason": stale_reason(st) if stale else None, "missing": kind.missing(st),
+               "held_by": state.holders(st)}
         if row["stale"]:
             row["state"] = f"stale, {row['stale_reason']}: 'vnetbench topology cleanup' removes it"
         elif row["missing"]:
             row["state"] = f"damaged: {', '.join(row['missing'])} missing"
         else:
-            row["state"] = f"run by process {row['owner']}" if row["owner"] else "up (topology up)"
+            up = [] if row["owner"] else ["up (topology up)"]
+            row["state"] = ", ".join(up + ([held_phrase(row["held_by"])] if row["held_by"] else []))
         row["backend"] = kind.backend
         rows.append(row)
     return rows
 
 
-def cleanup(kind: Kind, everything: bool = False) -> list[str]:
-    """Remove what crashed runs of this backend left behind (or, with ``everything``, all its topologies).
+def held_phrase(pids: list[int]) -> str:
+    """'held by run 123' (or 'runs 123, 456'), '' for none."""
+    if not pids:
+        return ""
+    return f"held by run{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))}"
 
-    Topologies brought up with ``topology up`` are kept unless ``everything``; so are those of runs
-    still going, and every topology of another backend. Objects carrying vnetbench's names that no
-    state accounts for go too (``kind.orphans``). Silent, as a user, where this backend has nothing up.
+
+def cleanup(kind: Kind, everything: bool = False, force: bool = False) -> list[str]:
+    """Remove what crashed runs of this backend left behind (with ``everything``, also what ``topology up`` left
+    up; with ``force``, also the topologies of runs in progress, which then fail).
+
+    A topology a live run holds (its owner, or a run attached to one that ``topology up`` left up) is kept unless
+    ``force``; so is every topology of another backend. Objects carrying vnetbench's names that no state accounts
+    for go too (``kind.orphans``). Silent, as a user, where this backend has nothing up.
     """
     if os.geteuid() != 0 and not states(kind):
         return []
@@ -207,13 +229,16 @@ def cleanup(kind: Kind, everything: bool = False) -> list[str]:
         known_ids, refused = set(), []
         for st in state.all_states():
             foreign = state.foreign_names(st) if _mine(kind, st) else []
+            held = state.holders(st) if _mine(kind, st) else []
             if foreign:
                 known_ids.add(st["id"])  # its objects are left alone too
                 refused.append(f"{state.directory(st['id'])}/state.json names what vnetbench does not make "
                                f"({', '.join(foreign[:4])})")
-            elif _mine(kind, st) and (everything or state.stale(st)):
+            elif _mine(kind, st) and (force if held else everything or state.stale(st)):
                 kind.teardown(st)
-                removed.append(f"topology {st['name']} ({st['id']}), {stale_reason(st) if state.stale(st) else 'up'}")
+                why = (f"{held_phrase(held)}, which this ends" if held else
+                       stale_reason(st) if state.stale(st) else "up (topology up)")
+                removed.append(f"topology {st['name']} ({st['id']}), {why}")
             else:
                 known_ids.add(st["id"])
         removed += kind.orphans(known_ids)
@@ -251,6 +276,7 @@ class Owned:
             self._restore_signals()
             raise
         if not self.brought_up:
+            atexit.register(self.close)  # lets go of the topology it attached to (state.hold)
             self._restore_signals()
 
     def _own(self, st: dict) -> None:
@@ -272,6 +298,8 @@ class Owned:
             if self.brought_up:
                 with state.locked():
                     self.kind.teardown(self.state)
+            else:
+                state.release(self.state["id"])
 
     def _catch_signals(self):
         if threading.current_thread() is not threading.main_thread():
@@ -336,8 +364,8 @@ class OnThisHost(Owned):
         return status(cls._part("life").KIND, cls._part("view").describe_state)
 
     @classmethod
-    def cleanup(cls, everything: bool = False) -> list[str]:
-        return cleanup(cls._part("life").KIND, everything)
+    def cleanup(cls, everything: bool = False, force: bool = False) -> list[str]:
+        return cleanup(cls._part("life").KIND, everything, force)
 
     def _bring_up(self, topology) -> None:
         self.kind = self._part("life").KIND

@@ -135,6 +135,42 @@ def alive(owner: dict | None) -> bool:
     return bool(owner) and start_time(owner["pid"]) == owner.get("start")
 
 
+def hold(topology_id: str) -> None:
+    """Mark this process as a run using the topology (attached to it, not its owner): a file named after it
+    in the topology's folder, which ``holders`` reads and ``release`` removes (a dead holder's is ignored)."""
+    path = _held_file(topology_id)
+    path.parent.mkdir(exist_ok=True, mode=0o755)
+    path.write_text(json.dumps(me()))
+
+
+def release(topology_id: str) -> None:
+    try:
+        _held_file(topology_id).unlink()
+    except OSError:
+        pass
+
+
+def _held_file(topology_id: str) -> Path:
+    return directory(topology_id) / "held" / str(os.getpid())
+
+
+def holders(state: dict) -> list[int]:
+    """The live processes (runs) that hold the topology: its owner, and those attached to it."""
+    found = [state["owner"]["pid"]] if alive(state.get("owner")) else []
+    try:
+        entries = sorted((directory(state["id"]) / "held").iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            held = json.loads(entry.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(held, dict) and isinstance(held.get("pid"), int) and alive(held) and held["pid"] not in found:
+            found.append(held["pid"])
+    return found
+
+
 def is_mine(state: dict) -> bool:
     return bool(state.get("owner")) and state["owner"].get("pid") == os.getpid() and alive(state["owner"])
 
