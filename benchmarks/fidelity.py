@@ -63,13 +63,13 @@ def wait_quiet(limit: float) -> float:
 
 
 def pingpong(up, size: int, repeat: int, quiet: float, **options) -> list[dict]:
-    from vnetbench import runner
+    from vnetbench import engine
 
     params = {"min_size": size, "max_size": size, **options}
     samples = []
     for _ in range(repeat):
         idle = wait_quiet(quiet)
-        record = runner.run_kernel("pingpong", params, 2, realised=up)[0]
+        record = engine.run_kernel("pingpong", params, 2, realised=up)[0]
         if record["status"] != "ok":
             raise RuntimeError(f"pingpong on {up.name} did not pass: {record['validation']['detail']}")
         sample = record["metrics"]["sizes"][-1]
@@ -99,14 +99,14 @@ def bring_up_and_down(repeat: int, quiet: float) -> list[dict]:
 
 def private(preset: str):
     """The preset's shape under a name of its own, so that runs of the preset elsewhere do not clash."""
-    from vnetbench.topologies import presets, spec
+    from vnetbench.topologies.model import presets, spec
 
     return spec.from_dict({**presets.PRESETS[preset], "name": f"fidelity-{preset}"}, source=f"preset {preset}")
 
 
 def measure(args) -> dict:
     from vnetbench import topologies
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
 
     for name in ("2vm-2vswitch", "2vm-1vswitch", "4vm-4vswitch"):
         if state.read(private(name).id) is not None:

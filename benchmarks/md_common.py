@@ -83,8 +83,8 @@ def lammps() -> str:
 def same_mpi() -> str:
     """The launcher LAMMPS's MPI library comes with (what `vnetbench exec --mpi auto` picks for lmp), to
     give both codes as --mpi."""
-    from vnetbench import mpiselect
-    from vnetbench.errors import UsageError
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.core.errors import UsageError
 
     try:
         launcher, _ = mpiselect.choose(None, lammps())

@@ -145,7 +145,7 @@ def private_files(presets, directory: Path) -> dict:
     """A YAML file per preset, the preset's shape under the name mdfid-PRESET."""
     import yaml
 
-    from vnetbench.topologies import presets as known
+    from vnetbench.topologies.model import presets as known
 
     files = {}
     for name in presets:

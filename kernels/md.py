@@ -20,8 +20,8 @@ bytes exchanged. ``--system stmv`` sizes it like the study's STMV (see ``SYSTEMS
 import math
 import os
 
-from vnetbench.errors import UsageError
-from vnetbench.options import float_range, int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import float_range, int_range
 
 # the physics both sides use lives in _md_physics: this module (check) and the ranks (_md_rank) import it,
 # and neither imports the other

@@ -240,7 +240,7 @@ def test_a_signal_in_any_window_leaves_nothing_behind(clean_host, tmp_path, wind
 SIGNAL_AFTER = """
 import signal, subprocess, sys
 from vnetbench import cli
-from vnetbench.topologies import lifecycle, state
+from vnetbench.topologies.thishost import lifecycle, state
 
 real_write, real_own, real_start = state.write, lifecycle.Owned._own, subprocess.Popen._execute_child
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench.errors import SpecError
-from vnetbench.topologies.host import HostFacts, node_memory
+from vnetbench.core.errors import SpecError
+from vnetbench.topologies.thishost.host import HostFacts, node_memory
 from vnetbench.topologies.qemu import dry, guests, machine, model, plan, probe
 
 TWO_CPUS = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
@@ -178,7 +178,8 @@ def test_dry_run_shows_the_kvm_guests_qemu_argv(tmp_path):
     assert sum(line.startswith("ip tuntap add dev ") for line in lines) == 2
     assert any(line.startswith("tc qdisc add dev ") for line in lines)
     # nothing was made: no state, no interface of it
-    from vnetbench.topologies import load, state
+    from vnetbench.topologies import load
+    from vnetbench.topologies.thishost import state
 
     assert state.read(load("qemu:2vm-2vswitch?accel=kvm").id) is None
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from vnetbench import kernels, studies
+from vnetbench import kernels
+from vnetbench.engine import studies
 
 
 @pytest.mark.parametrize("cpus", [1, 2, 4, 8, 16, 64])
