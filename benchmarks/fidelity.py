@@ -71,13 +71,13 @@ def wait_quiet(limit: float) -> float:
 
 
 def pingpong(up, size: int, repeat: int, quiet: float, **options) -> list[dict]:
-    from vnetbench import runner
+    from vnetbench import engine
 
     params = {"min_size": size, "max_size": size, **options}
     samples = []
     for _ in range(repeat):
         idle = wait_quiet(quiet)
-        record = runner.run_kernel("pingpong", params, 2, realised=up)[0]
+        record = engine.run_kernel("pingpong", params, 2, realised=up)[0]
         if record["status"] != "ok":
             raise RuntimeError(f"pingpong on {up.name} did not pass: {record['validation']['detail']}")
         sample = record["metrics"]["sizes"][-1]
@@ -108,7 +108,7 @@ def bring_up_and_down(repeat: int, quiet: float) -> list[dict]:
 def private(preset: str, kind: str | None = None):
     """The preset's shape under a name of its own, so that runs of the preset elsewhere do not clash (with
     ``kind``: every switch of that kind, named fidelity-PRESET-KIND)."""
-    from vnetbench.topologies import presets, spec
+    from vnetbench.topologies.model import presets, spec
 
     data = {**presets.PRESETS[preset], "name": f"fidelity-{preset}" + (f"-{kind}" if kind else "")}
     if kind:
@@ -155,7 +155,7 @@ def one_kind(args, topology, binary: str, bandwidth: dict, where: str, attempts:
     """One sample of a kind on ``topology``. The machine is shared: a run another process broke (a foreign
     cleanup removing the topology's links) is tried again, at most ``attempts`` times, and the sample says so."""
     from vnetbench import topologies
-    from vnetbench.errors import VnetbenchError
+    from vnetbench.core.errors import VnetbenchError
 
     failures = []
     for _ in range(attempts):
@@ -233,7 +233,7 @@ def kinds_table(results: dict, markdown: bool) -> str:
 
 def measure(args) -> dict:
     from vnetbench import topologies
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
 
     for name in ("2vm-2vswitch", "2vm-1vswitch", "4vm-4vswitch"):
         if state.read(private(name).id) is not None:

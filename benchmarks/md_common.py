@@ -1,4 +1,5 @@
-"""What md_speed.py and md_fidelity.py share: the LAMMPS input for md's problem, the two commands
+"""What md_speed.py, md_pme_speed.py and md_fidelity.py share: the LAMMPS inputs for md's problems (Lennard-Jones,
+and charged with PME/PPPM), the two commands
 (md through `vnetbench run`, LAMMPS through `vnetbench exec`), and reading their times.
 
 LAMMPS is the production MD code Debian packages (`lmp`, pair style lj/cut); its input is
@@ -14,6 +15,7 @@ then measure two MPI libraries' TCP paths as well as the two codes.
 """
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -81,8 +83,8 @@ def lammps() -> str:
 def same_mpi() -> str:
     """The launcher LAMMPS's MPI library comes with (what `vnetbench exec --mpi auto` picks for lmp), to
     give both codes as --mpi."""
-    from vnetbench import mpiselect
-    from vnetbench.errors import UsageError
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.core.errors import UsageError
 
     try:
         launcher, _ = mpiselect.choose(None, lammps())
@@ -143,12 +145,12 @@ def breakdown(text: str) -> dict:
 def retried(run, log, attempts: int = 5, pause: float = 30.0):
     """``run()``, again (up to ``attempts`` times in all, ``pause`` s apart) when it failed because
     something outside killed it: on a shared machine the clean-up of a concurrent test tier kills
-    the MPI processes it did not see before it started."""
+    the MPI processes it did not see before it started (SIGKILL; SIGTERM seen 2026-11-28 too)."""
     for attempt in range(1, attempts + 1):
         try:
             return run()
         except BenchError as exc:
-            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL")):
+            if attempt == attempts or not any(sign in str(exc) for sign in ("-9", "SIGKILL", "SIGTERM")):
                 raise
             log(f"killed from outside, running it again in {pause:g} s ({str(exc)[:200]})")
             time.sleep(pause)
@@ -158,3 +160,90 @@ def retried(run, log, attempts: int = 5, pause: float = 30.0):
 def loadavg() -> float:
     with open("/proc/loadavg") as handle:
         return float(handle.read().split()[0])
+
+
+# md's charged lattice (+1 -1 -1 +1 on the fcc basis sites: LAMMPS's fcc basis is md's, so `create_atoms ... basis`
+# gives the same arrangement) with lj/cut/coul/long and PPPM on md's grid, order and Ewald splitting (analytic
+# differentiation, `diff ad`: one forward and one inverse FFT per evaluation, as smooth PME)
+IN_PME = """\
+variable c index 32
+variable rc index 5.8
+variable n index 20
+variable rho index 0.8442
+variable t index 1.44
+units lj
+atom_style charge
+lattice fcc ${rho}
+region box block 0 $c 0 $c 0 $c
+create_box 2 box
+create_atoms 1 box basis 1 1 basis 2 2 basis 3 2 basis 4 1
+mass * 1.0
+set type 1 charge 1.0
+set type 2 charge -1.0
+velocity all create ${t} 87287 loop geom
+pair_style lj/cut/coul/long ${rc}
+pair_coeff * * 1.0 1.0
+kspace_style pppm 1e-5
+kspace_modify mesh ${gx} ${gy} ${gz} order ${order} gewald ${g} diff ad
+neighbor 0.3 bin
+neigh_modify delay 0 every 20 check no
+fix 1 all nve
+thermo_style custom step temp pe ecoul elong etotal
+thermo 50
+run $n
+"""
+
+# the thermo line of step 0 under IN_PME's thermo_style: temp, pe, ecoul, elong
+PME_THERMO = re.compile(r"^\s*Step\s+Temp\s+PotEng\s+E_coul\s+E_long\s+TotEng\s*\n"
+                        r"\s*0\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
+
+
+def pme_problem(cells: int, cutoff: float, steps: int) -> dict:
+    """A charged problem with the grid and splitting md derives for it (its own functions), to hand to LAMMPS."""
+    from vnetbench.kernels import _md_physics as physics
+
+    params = {"cells": (cells,) * 3, "cutoff": cutoff, "system": "lj"}
+    length = cells * physics.lattice_constant(DEFAULT_DENSITY)
+    return {"cells": cells, "atoms": 4 * cells ** 3, "cutoff": cutoff, "steps": steps,
+            "grid": list(physics.pme_grid([length] * 3, physics.pme_spacing(params))), "order": 4,
+            "alpha": physics.ewald_alpha(cutoff, 1e-5)}
+
+
+def run_md_pme(topology: str, ranks: int, p: dict, store: Path, mpi: str, timeout: float = 1800) -> dict:
+    """One `vnetbench run md --electrostatics pme` of ``pme_problem`` ``p``: its speed, loop seconds, phases, step-0
+    Coulomb energy per atom."""
+    argv = [vnetbench(), "run", "md", "--topology", topology, "--ranks", str(ranks), "--cells", str(p["cells"]),
+            "--cutoff", str(p["cutoff"]), "--steps", str(p["steps"]), "--electrostatics", "pme", "--pme-every", "1",
+            "--mpi", mpi, "--json", "--store", str(store)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
+        raise BenchError(f"md on {topology} at {ranks} ranks failed (exit {done.returncode}): "
+                         f"{(records[0]['validation']['detail'] if records else done.stderr[-800:])}")
+    m = records[0]["metrics"]
+    if m["pme_grid"] != p["grid"] or not math.isclose(m["ewald_alpha"], p["alpha"], rel_tol=1e-12):
+        raise BenchError(f"md used grid {m['pme_grid']} and beta {m['ewald_alpha']}, not {p['grid']}, {p['alpha']}")
+    pme = sum(m[k] for k in ("pme_spread_s", "pme_fft_s", "pme_solve_s", "pme_gather_s"))
+    return {"rate": m["atom_steps_per_s"], "loop_s": m["elapsed_s"], "coul0": m["thermo"][0]["coul"], "long_s": pme,
+            "pair_s": m["force_s"], "metrics": m}
+
+
+def run_lammps_pme(topology: str, ranks: int, p: dict, infile: Path, mpi: str, timeout: float = 1800) -> dict:
+    """One LAMMPS run of ``IN_PME`` through `vnetbench exec`: as ``run_md_pme``, and its timing breakdown."""
+    gx, gy, gz = p["grid"]
+    argv = [vnetbench(), "exec", "--topology", topology, "--ranks", str(ranks), "--timeout", str(int(timeout)),
+            "--mpi", mpi, "--", lammps(), "-in", str(infile), "-var", "c", str(p["cells"]), "-var", "rc",
+            str(p["cutoff"]), "-var", "n", str(p["steps"]), "-var", "gx", str(gx), "-var", "gy", str(gy),
+            "-var", "gz", str(gz), "-var", "order", str(p["order"]), "-var", "g", repr(p["alpha"]), "-log", "none"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, cwd=infile.parent)
+    found, thermo = LOOP.search(done.stdout), PME_THERMO.search(done.stdout)
+    if done.returncode != 0 or not found or not thermo:
+        raise BenchError(f"LAMMPS on {topology} at {ranks} ranks failed (exit {done.returncode}): "
+                         f"{(done.stderr or done.stdout)[-800:]}")
+    loop, procs, nsteps, atoms = float(found[1]), int(found[2]), int(found[3]), int(found[4])
+    if procs != ranks or nsteps != p["steps"] or atoms != p["atoms"]:
+        raise BenchError(f"LAMMPS ran {procs} procs, {nsteps} steps, {atoms} atoms; asked {ranks}, {p['steps']}, "
+                         f"{p['atoms']}")
+    sections = breakdown(done.stdout[found.end():])
+    return {"rate": atoms * nsteps / loop, "loop_s": loop, "coul0": float(thermo[3]) + float(thermo[4]),
+            "long_s": sections.get("kspace"), "pair_s": sections.get("pair"), "sections_max_s": sections}

@@ -5,6 +5,7 @@
     sudo .venv/bin/python benchmarks/md_fidelity.py --repeat 5 --json
     sudo .venv/bin/python benchmarks/md_fidelity.py --custom cells=32,cutoff=3.2,density=0.7,temperature=1.0,steps=60
     sudo .venv/bin/python benchmarks/md_fidelity.py --lock /tmp/vnb-machine.lock   # on a shared machine
+    sudo .venv/bin/python benchmarks/md_fidelity.py --pme --repeat 3  # charges, md's PME against LAMMPS's PPPM
     .venv/bin/python benchmarks/md_fidelity.py --table run1.json run2.json           # earlier runs, pooled
 
 For each physics, runs md (`vnetbench run md`) and LAMMPS (`vnetbench exec -- lmp`, pair style lj/cut,
@@ -26,6 +27,11 @@ Comm section, md's ghost exchange and migration, each on the slowest rank), and 
 LAMMPS's seconds (a code whose native loop is shorter shows the same cost as a larger share); the rest is what md
 pays differently.
 
+With --pme the physics are charged (md_common.IN_PME): md with --electrostatics pme --pme-every 1 against LAMMPS's
+lj/cut/coul/long with PPPM on md's grid, order and Ewald splitting, so both codes' long-range part pays its
+all-to-all FFT transposes on every step; presets: md's stmv physics (cutoff 5.8) and a shorter cutoff (3.5, whose
+finer grid makes the long-range part, and its transposes, a larger share), both at 55,296 atoms.
+
 Uses copies of the presets named mdfid-PRESET, so that other runs of the presets do not clash. A
 repetition of one physics is a block: with --lock FILE each block holds an exclusive flock on FILE and
 brings the topologies up and takes them down inside it, so other users of the machine get turns and
@@ -46,8 +52,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import (DEFAULT_DENSITY, DEFAULT_TEMPERATURE, BenchError, loadavg, retried, run_lammps,  # noqa: E402
-                       run_md, same_mpi, scratch, vnetbench, write_input)
+from md_common import (DEFAULT_DENSITY, DEFAULT_TEMPERATURE, IN_PME, BenchError, loadavg, pme_problem,  # noqa: E402
+                       retried, run_lammps, run_lammps_pme, run_md, run_md_pme, same_mpi, scratch, vnetbench,
+                       write_input)
 
 from perf.programs import others_busy_now, wait_for_quiet  # noqa: E402
 from perf.targets import bootstrap_interval  # noqa: E402
@@ -57,6 +64,8 @@ from vnetbench.kernels import md  # noqa: E402
 GOAL_PP = 2.0
 PHYSICS = {"in.lj (cutoff 2.5)": {"cells": 40, "cutoff": 2.5, "steps": 100},
            "long cutoff (5.0)": {"cells": 30, "cutoff": 5.0, "steps": 40}}
+PHYSICS_PME = {"PME: stmv physics (cutoff 5.8)": {"cells": 24, "cutoff": 5.8, "steps": 20},
+               "PME: cutoff 3.5": {"cells": 24, "cutoff": 3.5, "steps": 40}}
 CUSTOM_KEYS = {"cells": int, "cutoff": float, "density": float, "temperature": float, "steps": int}
 CUSTOM_DEFAULTS = {"cells": 40, "cutoff": 2.5, "density": DEFAULT_DENSITY, "temperature": DEFAULT_TEMPERATURE,
                    "steps": 100}
@@ -98,6 +107,8 @@ def parse(argv):
     parser.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
                         help="before each run wait up to S seconds for other processes to use under half a core "
                              "(default 0: no wait); every sample records what others used just before it")
+    parser.add_argument("--pme", action="store_true",
+                        help=f"charged physics, md's PME against LAMMPS's PPPM; presets: {'; '.join(PHYSICS_PME)}")
     parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
     parser.add_argument("--table", nargs="+", metavar="FILE",
                         help="run nothing: print the table of earlier --json documents, their samples pooled")
@@ -108,13 +119,16 @@ def parse(argv):
         parser.error(f"--quiet-wait: {args.quiet_wait:g} is not allowed; use a number of seconds >= 0")
     if args.four and args.ranks < 4:
         parser.error("--four: the 4-VM presets need --ranks 4 or more")
+    if args.pme and args.custom:
+        parser.error("--custom: not with --pme (its physics are the PME presets)")
+    presets = PHYSICS_PME if args.pme else PHYSICS
     if args.physics is None:
-        args.physics = "" if args.custom else ",".join(PHYSICS)
+        args.physics = "" if args.custom else ",".join(presets)
     names = [name.strip() for name in args.physics.split(",") if name.strip()]
-    unknown = [name for name in names if name not in PHYSICS]
+    unknown = [name for name in names if name not in presets]
     if unknown:
-        parser.error(f"--physics: {unknown[0]!r} is not allowed; choose from {'; '.join(PHYSICS)}")
-    args.problems = {name: {"density": DEFAULT_DENSITY, "temperature": DEFAULT_TEMPERATURE, **PHYSICS[name]}
+        parser.error(f"--physics: {unknown[0]!r} is not allowed; choose from {'; '.join(presets)}")
+    args.problems = {name: {"density": DEFAULT_DENSITY, "temperature": DEFAULT_TEMPERATURE, **presets[name]}
                      for name in names}
     for text in args.custom:
         try:
@@ -131,7 +145,7 @@ def private_files(presets, directory: Path) -> dict:
     """A YAML file per preset, the preset's shape under the name mdfid-PRESET."""
     import yaml
 
-    from vnetbench.topologies import presets as known
+    from vnetbench.topologies.model import presets as known
 
     files = {}
     for name in presets:
@@ -189,6 +203,16 @@ def one_run(side: str, spec: str, p: dict, args, infile: Path, store: Path, mpi:
     sample = {"loadavg_before": loadavg(), "others_busy_before": others}
     common = (spec, args.ranks, p["cells"], p["cutoff"], p["steps"])
     physical = {"density": p["density"], "temperature": p["temperature"]}
+    if args.pme:
+        problem = pme_problem(p["cells"], p["cutoff"], p["steps"])
+        if side == "md":
+            out = retried(lambda: run_md_pme(spec, args.ranks, problem, store, mpi), log)
+            sample["phases_s"] = {name: out["metrics"][name] for name, _ in md.PHASES if name in out["metrics"]}
+        else:
+            out = retried(lambda: run_lammps_pme(spec, args.ranks, problem, infile.with_name("in.pme"), mpi), log)
+            sample["sections_s"] = out["sections_max_s"]
+        sample["loop_s"] = out["loop_s"]
+        return sample
     if side == "md":
         metrics = retried(lambda: run_md(*common, store, 1800, mpi, **physical), log)["metrics"]
         sample["loop_s"] = metrics["elapsed_s"]
@@ -209,6 +233,7 @@ def measure(args, log) -> dict:
     with scratch("md-fidelity-") as tmp:
         directory = Path(tmp)
         infile, store = write_input(directory), directory / "results.jsonl"
+        (directory / "in.pme").write_text(IN_PME)
         files = private_files(names, directory)
         specs = [files[name] for name in names[1:]]
         # without a lock the topologies stand for the whole run; with one, for a block at a time
@@ -229,6 +254,7 @@ def measure(args, log) -> dict:
                                     f"{sample['loadavg_before']:.2f}, others "
                                     f"{'?' if others is None else format(others, '.2f')} cores)")
     return {"ranks": args.ranks, "repeat": args.repeat, "mpi": mpi, "physics": args.problems, "goal_pp": GOAL_PP,
+            "pme": args.pme,
             "rows": overheads(samples, list(args.problems), names), "samples": samples}
 
 
@@ -326,6 +352,7 @@ def pooled(paths: list[str]) -> dict:
                     samples.setdefault(physics, {}).setdefault(name, {}).setdefault(side, []).extend(runs)
     names = list(next(iter(samples.values())))
     return {"ranks": docs[0]["ranks"], "repeat": sum(doc["repeat"] for doc in docs), "mpi": docs[0]["mpi"],
+            "pme": any(doc.get("pme") for doc in docs),
             "physics": problems, "goal_pp": GOAL_PP, "rows": overheads(samples, list(samples), names),
             "samples": samples, "duration_s": sum(doc.get("duration_s", 0) for doc in docs),
             "loadavg_end": docs[-1].get("loadavg_end"), "pooled": paths}
@@ -339,7 +366,8 @@ def verdict(row) -> str:
 
 def table(result) -> None:
     runs = f"{len(result['pooled'])} runs pooled, " if len(result.get("pooled", [])) > 1 else ""
-    print(f"md and LAMMPS (lj/cut) at {result['ranks']} ranks under {result['mpi']}, {runs}{result['repeat']} "
+    codes = "md (PME) and LAMMPS (lj/cut/coul/long, PPPM)" if result.get("pme") else "md and LAMMPS (lj/cut)"
+    print(f"{codes} at {result['ranks']} ranks under {result['mpi']}, {runs}{result['repeat']} "
           f"repetitions; overhead = a topology's step-loop time over native's in the same repetition, minus 1, median "
           f"over the repetitions (best-of over best-of in brackets); gap interval: 90% bootstrap over the "
           f"repetitions; {result['duration_s']:.0f} s, load average at the end {result['loadavg_end']:.2f}")

@@ -48,7 +48,7 @@ def vnetbench(*args, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProces
 
 def cannot(accel: str) -> str | None:
     """Why guests of ``accel`` cannot be measured here, or None."""
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
     from vnetbench.topologies.qemu import life, machine, model
 
     if os.geteuid() != 0:

@@ -36,7 +36,7 @@ STOP = "stop"  # made in the run folder when the check is interrupted: the runs 
 
 def inside(folder: Path, runs: int, partition: str) -> None:
     """In the allocation: the runs, alternated, each one's (way, exit, status, seconds, why) a JSON line."""
-    from vnetbench.store import Store
+    from vnetbench.core.store import Store
 
     # each way sets the one thing it is about: the cluster's own setting (tests/harness/slurm_cluster.py) is dropped
     base = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_mpi_yield_when_idle"}

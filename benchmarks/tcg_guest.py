@@ -26,8 +26,8 @@ import subprocess
 import sys
 import time
 
-from vnetbench.errors import UsageError
-from vnetbench.procs import kill_session
+from vnetbench.core.errors import UsageError
+from vnetbench.core.procs import kill_session
 from vnetbench.topologies.qemu import machine
 from vnetbench.topologies.qemu.guests import TCG_KERNEL_OPTIONS, TCG_QEMU_OPTIONS, UNUSED_MODULES
 

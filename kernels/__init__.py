@@ -7,15 +7,15 @@ Adding a kernel is adding its module and one line here; the order here is the re
 Importing this package must not initialise MPI: the launcher imports kernels to parse options.
 """
 
-import importlib
+from vnetbench.core.registry import Registry
 
-KERNELS = {
+KERNELS = Registry("kernel", {
     "stream": "stream",
     "halo": "halo",
     "md": "md",
     "pingpong": "pingpong",
     "allreduce": "allreduce",
-}
+}, package=__name__)
 
 
 def names() -> list[str]:
@@ -24,28 +24,24 @@ def names() -> list[str]:
 
 def get(name: str):
     """The kernel module registered as ``name``; UsageError for an unknown one."""
-    if name not in KERNELS:
-        from vnetbench.errors import UsageError
-
-        raise UsageError(f"kernel: unknown kernel {name!r}; choose from {', '.join(KERNELS)}")
-    return importlib.import_module(f".{KERNELS[name]}", __name__)
+    return KERNELS.load(name)
 
 
 def find(name: str):
     """The kernel module registered as ``name``, or None (a record from a newer vnetbench)."""
-    return importlib.import_module(f".{KERNELS[name]}", __name__) if name in KERNELS else None
+    return KERNELS.find(name)
 
 
 def parse_params(name: str, argv: list[str]) -> dict:
     """Parse kernel options (as typed after the kernel name) into a params dict with defaults."""
-    from vnetbench.options import ArgumentParser
+    from vnetbench.core.options import ArgumentParser
 
     kernel = get(name)
     parser = ArgumentParser(prog=f"vnetbench run {name}", add_help=False)
     kernel.add_arguments(parser)
     ns, rest = parser.parse_known_args(argv)
     if rest:
-        from vnetbench.errors import UsageError
+        from vnetbench.core.errors import UsageError
 
         raise UsageError(f"{rest[0]}: not an option of kernel {name}; see 'vnetbench run {name} --help'")
     return vars(ns)

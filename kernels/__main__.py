@@ -3,7 +3,7 @@
 Every rank runs the kernel; rank 0 writes one result record (to FILE, or stdout). An
 unhandled exception on any rank aborts the whole job (MPI_Abort) so that nothing hangs.
 Under vnetbench, each rank first makes the mpi4py wheel load the MPI library that --mpi named
-(``vnetbench.mpilib``, from the ``launch.mpi`` in its ``--context``) and checks, before MPI_Init,
+(``vnetbench.core.mpilib``, from the ``launch.mpi`` in its ``--context``) and checks, before MPI_Init,
 that it did: a rank that loaded another fails the run, naming both.
 Exit codes: 0 ok, 1 failed or invalid result, 2 bad options (nothing ran).
 """
@@ -16,8 +16,8 @@ import time
 import traceback
 
 from vnetbench import kernels
-from vnetbench.errors import UsageError
-from vnetbench.options import ArgumentParser
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import ArgumentParser
 
 
 REFUSAL_GRACE = 5.0  # seconds a rank other than 0 waits before it ends a job it refuses
@@ -76,9 +76,12 @@ def parse(argv: list[str]):
         if unknown:
             raise UsageError(f"--params: unknown option {unknown[0]!r} for kernel {name}")
         params.update(given)
+    resolve = getattr(kernel, "resolve", None)
+    if resolve is not None:  # a direct launch's record says what ran, as one through the launcher does
+        params = resolve(params)
     context = json.loads(options.context) if options.context else {}
     if "vnetbench_git" in context:
-        from vnetbench.environment import source_problem
+        from vnetbench.core.environment import source_problem
 
         problem = source_problem(context["vnetbench_git"])
         if problem:
@@ -144,7 +147,7 @@ def _mpi(selected: dict | None, problem: str | None, launcher: str | None):
         return None, None, f"MPI library: mpi4py could not load it ({lines[-1]})"
     library = None
     if selected is not None:
-        from vnetbench import mpilib
+        from vnetbench.core import mpilib
 
         library, problem = mpilib.check(selected, MPI.Get_library_version(), mpilib.mapped(), launcher)
         if problem:
@@ -160,7 +163,8 @@ def _refuse(problem: str, MPI, library, name, params, record_path, context) -> i
     """The run fails before MPI_Init: rank 0 writes the failure record, every rank says why on stderr."""
     import socket
 
-    from vnetbench import environment, records
+    from vnetbench.core import environment
+    from vnetbench.core import records
 
     rank = _world_rank_from_env()
     mark(rank)
@@ -196,7 +200,8 @@ def run(kernel, name, params, record_path, context, selected=None, problem=None)
     if problem:
         return _refuse(problem, MPI, library, name, params, record_path, context)
 
-    from vnetbench import environment, records
+    from vnetbench.core import environment
+    from vnetbench.core import records
     from vnetbench.kernels import placement as where
 
     comm = MPI.COMM_WORLD
@@ -280,7 +285,7 @@ def _merge_placement(placement: list[dict], labels: list[dict] | None) -> list[d
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # first of all: selecting the library may start this process again, which is cheapest before other imports
-    from vnetbench import mpilib
+    from vnetbench.core import mpilib
 
     try:
         selected, problem = mpilib.select(_named_mpi(argv)), None

@@ -11,14 +11,16 @@ every topology while a message's cost is what a topology changes, so a message t
 sent as one) would move md's overhead away from an MD code's.
 """
 
+import math
 from dataclasses import dataclass
 from time import perf_counter as clock
 
 import numpy as np
 
 from . import _md_loops as loops
-from ._md_physics import (CORRUPT_SHIFT, ENERGY_DRIFT_BOUND, MOMENTUM_BOUND, box_cells, lattice_constant,
-                          neighbours_within, physics, temperature)
+from ._md_physics import (CORRUPT_SHIFT, ENERGY_DRIFT_BOUND, MOMENTUM_BOUND, MOMENTUM_BOUND_PME, box_cells,
+                          charges, electrostatics, ewald_alpha, lattice_constant, neighbours_within, physics,
+                          pme_every, pme_grid, pme_spacing, temperature)
 
 
 class Box:
@@ -90,6 +92,13 @@ class Atoms:
         self.migrated = self.wrapped = 0  # atoms sent to another box, and atoms wrapped into the periodic box
         self.strays = 0  # atoms that arrived outside this box: they moved more than a box between rebuilds
         self.corrupt_at = None  # the step at which this rank corrupts one message (--corrupt-step)
+        # charges (--electrostatics pme): an atom's follows from its basis site, id % 4; ghosts' come with
+        # their positions in the border messages, as LAMMPS's atom_style charge sends them
+        self.charged = electrostatics(params) == "pme"
+        self.basis_q = np.array(charges(params))
+        self.q = self.basis_q[self.ids % 4] if self.charged else np.zeros(0)
+        self.alpha = ewald_alpha(box.cutoff, params.get("ewald_tolerance") or 1e-5) if self.charged else 0.0
+        self.tables = loops.coul_tables(self.alpha, box.cutoff) if self.charged else None
         self._thermalise(params["temperature"])
 
     def _thermalise(self, target):
@@ -144,6 +153,20 @@ class Atoms:
         loops.pack(self.x, swap.sendlist, count, swap.axis, swap.shift, self.sendbuf)
         into = self._exchange(3 * count, swap.dest, 3 * swap.nrecv, swap.src, swap.tag, step, "positions")
         loops.unpack(self.x, swap.first, swap.nrecv, into)
+
+    def send_border(self, swap, step):
+        """A border swap: positions, and with charges each atom's charge in the same message."""
+        if not self.charged:
+            self.send(swap, step)
+            return
+        count = swap.sendlist.size
+        if swap.dest == self.me:
+            loops.copy_shifted(self.x, swap.sendlist, count, swap.axis, swap.shift, swap.first)
+            self.q[swap.first:swap.first + count] = self.q[swap.sendlist]
+            return
+        loops.pack_q(self.x, self.q, swap.sendlist, count, swap.axis, swap.shift, self.sendbuf)
+        into = self._exchange(4 * count, swap.dest, 4 * swap.nrecv, swap.src, swap.tag, step, "positions")
+        loops.unpack_q(self.x, self.q, swap.first, swap.nrecv, into)
 
     def forward(self, step):
         for swap in self.swaps:
@@ -217,6 +240,8 @@ class Atoms:
         box = self.box
         self.swaps = []
         x = self.x[:self.nlocal]
+        if self.charged:
+            self.q = self.basis_q[self.ids[:self.nlocal] % 4]
         for axis in range(3):
             before = x.shape[0]
             below, above = self.shifts[axis]
@@ -232,8 +257,10 @@ class Atoms:
                             x.shape[0], nrecv)
                 x = np.concatenate([x, np.empty((nrecv, 3))])
                 self.x = x
-                self._buffers(3 * max(count, nrecv) + 1)
-                self.send(swap, step)
+                if self.charged:
+                    self.q = np.concatenate([self.q, np.empty(nrecv)])
+                self._buffers(4 * max(count, nrecv) + 1)
+                self.send_border(swap, step)
                 self.swaps.append(swap)
         self.x = np.ascontiguousarray(x)
         self.f = np.zeros_like(self.x)
@@ -253,13 +280,23 @@ class Atoms:
                 return got
             self.neigh = np.empty(int(-got * 1.2) + 64, dtype=np.int32)
 
-    def force(self, energy: bool) -> float:
+    def force(self, energy: bool) -> tuple[float, float]:
+        """(Lennard-Jones energy, real-space Coulomb energy) of the rank's pairs; forces into ``f``."""
         cut2 = self.box.cutoff * self.box.cutoff
+        if self.charged:
+            return loops.force_coul(self.x, self.f, self.q, self.nlocal, self.neigh, self.numneigh, self.start,
+                                    cut2, self.alpha, *self.tables, energy, self.newton)
         return loops.force(self.x, self.f, self.nlocal, self.neigh, self.numneigh, self.start, cut2, energy,
-                           self.newton)
+                           self.newton), 0.0
+
+    def self_energy(self) -> float:
+        """The Ewald self term of the local atoms, -alpha / sqrt(pi) sum q^2."""
+        q = self.q[:self.nlocal]
+        return -self.alpha / math.sqrt(math.pi) * float(np.dot(q, q))
 
 
 PHASES = ("force_s", "neighbour_s", "comm_s", "migrate_s", "reduce_s", "integrate_s")
+PME_PHASES = ("pme_spread_s", "pme_fft_s", "pme_solve_s", "pme_gather_s")
 
 
 def simulate(cart, params, dims, MPI):
@@ -272,22 +309,44 @@ def simulate(cart, params, dims, MPI):
     atoms.borders(0)
     pairs = atoms.build()
     thermo = []
-    partial, total = np.zeros(6), np.zeros(6)
+    partial, total = np.zeros(7), np.zeros(7)
+    pme, pme_every_n = None, pme_every(params)
+    if atoms.charged:
+        from ._md_pme import Pme
 
-    def reduce(step, pe):
+        pme = Pme(cart, MPI, box, pme_grid(box.length, pme_spacing(params)), params.get("pme_order") or 4,
+                  atoms.alpha, params["skin"])
+
+    def reduce(step, pe, coul):
         ke, px, py, pz = loops.kinetic(atoms.v, atoms.nlocal)
-        partial[:] = ke, pe, px, py, pz, atoms.nlocal
+        partial[:] = ke, pe + coul, px, py, pz, atoms.nlocal, coul
         cart.Allreduce(partial, total, MPI.SUM)
         n = box.natoms
         t = temperature(total[0], n)
-        thermo.append({"step": step, "temperature": t, "ke": total[0] / n, "pe": total[1] / n,
-                       "etotal": (total[0] + total[1]) / n, "atoms": int(total[5]),
-                       "momentum": float(np.linalg.norm(total[2:5])) / n / np.sqrt(max(t, 1e-12))})
+        row = {"step": step, "temperature": t, "ke": total[0] / n, "pe": total[1] / n,
+               "etotal": (total[0] + total[1]) / n, "atoms": int(total[5]),
+               "momentum": float(np.linalg.norm(total[2:5])) / n / np.sqrt(max(t, 1e-12))}
+        if pme is not None:
+            row["coul"] = total[6] / n
+        thermo.append(row)
 
-    pe = atoms.force(True)
+    def forces(step, energy):
+        """Short-range forces, then (on a PME step) the reciprocal ones, as an impulse of every PME step's
+        weight (r-RESPA's Verlet-I, NAMD's fullElectFrequency); (short-range energy, Coulomb energy)."""
+        pe, coul = atoms.force(energy)
+        if pme is not None and step % pme_every_n == 0:
+            reciprocal = pme.compute(atoms.x, atoms.q, atoms.nlocal, atoms.f, float(pme_every_n), energy, step)
+            if energy:
+                coul += reciprocal + atoms.self_energy()
+        return pe, coul
+
+    pe, coul = forces(0, True)
     if atoms.newton:
         atoms.reverse(0)
-    reduce(0, pe)
+    reduce(0, pe, coul)
+    if pme is not None:  # the step loop's share only
+        pme.spent = dict.fromkeys(pme.spent, 0.0)
+        pme.transpose_bytes = pme.halo_bytes = pme.evaluations = 0
     spent = dict.fromkeys(PHASES, 0.0)
     rebuilds, most_pairs = 0, pairs
     cart.Barrier()
@@ -310,9 +369,10 @@ def simulate(cart, params, dims, MPI):
             spent["comm_s"] += clock() - t1
         t3 = clock()
         energy = step % every == 0 or step == steps
-        pe = atoms.force(energy)
+        pme_before = sum(pme.spent.values()) if pme is not None else 0.0
+        pe, coul = forces(step, energy)
         t4 = clock()
-        spent["force_s"] += t4 - t3
+        spent["force_s"] += t4 - t3 - ((sum(pme.spent.values()) - pme_before) if pme is not None else 0.0)
         if atoms.newton:
             atoms.reverse(step)
             t4b = clock()
@@ -322,18 +382,44 @@ def simulate(cart, params, dims, MPI):
         t5 = clock()
         spent["integrate_s"] += t5 - t4
         if energy:
-            reduce(step, pe)
+            reduce(step, pe, coul)
             spent["reduce_s"] += clock() - t5
     elapsed = clock() - begin
-    slowest = np.empty(1 + len(PHASES))
-    cart.Allreduce(np.array([elapsed, *spent.values()]), slowest, MPI.MAX)
+    pme_spent = list(pme.spent.values()) if pme is not None else [0.0] * len(PME_PHASES)
+    slowest = np.empty(1 + len(PHASES) + len(PME_PHASES))
+    cart.Allreduce(np.array([elapsed, *spent.values(), *pme_spent]), slowest, MPI.MAX)
     own = {"rank": rank, "atoms": atoms.nlocal, "ghosts": atoms.x.shape[0] - atoms.nlocal,
            "pairs": most_pairs, "strays": atoms.strays, "bad": atoms.bad, "checked": atoms.checked,
            "migrated": atoms.migrated, "wrapped": atoms.wrapped}
+    if pme is not None:
+        own.update({"checked": atoms.checked + pme.checked, "bad": atoms.bad or pme.bad,
+                    "pme_outside": pme.outside, "pme_transpose_bytes": pme.transpose_bytes,
+                    "pme_halo_bytes": pme.halo_bytes})
     everyone = cart.gather(own, root=0)
     if rank != 0:
         return None
-    return _metrics(params, box, slowest, thermo, everyone, rebuilds), _verdict(box, thermo, everyone)
+    metrics = _metrics(params, box, slowest, thermo, everyone, rebuilds)
+    if pme is not None:
+        metrics.update(_pme_metrics(params, pme, atoms, everyone, slowest[1 + len(PHASES):]))
+    return metrics, _verdict(box, thermo, everyone)
+
+
+def _pme_metrics(params, pme, atoms, everyone, spent) -> dict:
+    out = {name: float(value) for name, value in zip(PME_PHASES, spent)}
+    out.update({
+        "pme_grid": pme.layout.grid.tolist(),
+        "pme_order": pme.order,
+        "pme_every": pme_every(params),
+        "pme_spacing": pme_spacing(params),
+        "ewald_alpha": atoms.alpha,
+        "ewald_tolerance": params.get("ewald_tolerance") or 1e-5,
+        "charges": atoms.basis_q.tolist(),
+        "pme_evaluations": pme.evaluations,
+        # bytes every rank sent to other ranks in the step loop, summed over ranks
+        "pme_transpose_bytes": sum(e["pme_transpose_bytes"] for e in everyone),
+        "pme_halo_bytes": sum(e["pme_halo_bytes"] for e in everyone),
+    })
+    return out
 
 
 def _metrics(params, box, slowest, thermo, everyone, rebuilds):
@@ -364,6 +450,7 @@ def _metrics(params, box, slowest, thermo, everyone, rebuilds):
         "newton": params.get("newton", "on"),
         "messages_checked": sum(e["checked"] for e in everyone),
         "system": params.get("system") or "lj",
+        "electrostatics": electrostatics(params),
         "weak": params["weak"],
     }
     return {key: (value if not isinstance(value, float) or np.isfinite(value) else None)
@@ -376,6 +463,10 @@ def _verdict(box, thermo, everyone) -> dict:
     if bad:
         more = f" (and {len(bad) - 1} more ranks)" if len(bad) > 1 else ""
         problems.append(f"rank {bad[0][2]}: {bad[0][1]}{more}")
+    outside = sum(e.get("pme_outside", 0) for e in everyone)
+    if outside:
+        problems.append(f"{outside} times an atom's splines left its rank's PME brick: it moved more than the skin "
+                        f"between rebuilds")
     strays = [(e["rank"], e["strays"]) for e in everyone if e["strays"]]
     if strays:
         problems.append(f"{sum(s for _, s in strays)} atoms arrived outside their new box (ranks "
@@ -387,14 +478,15 @@ def _verdict(box, thermo, everyone) -> dict:
     drift = abs(energies[-1] - energies[0]) / abs(energies[0]) if energies[0] else float("inf")
     if not np.all(np.isfinite(energies)) or not drift <= ENERGY_DRIFT_BOUND:
         problems.append(f"total energy moved {drift:.3g} of its start (bound {ENERGY_DRIFT_BOUND:g})")
+    bound = MOMENTUM_BOUND_PME if "coul" in thermo[0] else MOMENTUM_BOUND
     worst = max(thermo, key=lambda row: row["momentum"] if np.isfinite(row["momentum"]) else np.inf)
-    if not worst["momentum"] <= MOMENTUM_BOUND:
+    if not worst["momentum"] <= bound:
         problems.append(f"total momentum {worst['momentum']:.3g} per atom (in thermal velocities) at step "
-                        f"{worst['step']}, bound {MOMENTUM_BOUND:g}")
+                        f"{worst['step']}, bound {bound:g}")
     if problems:
         return {"passed": False, "detail": "; ".join(problems)}
     return {"passed": True,
             "detail": f"{sum(e['checked'] for e in everyone)} messages' checksums; "
                       f"{box.natoms} atoms at {len(thermo)} thermo steps; momentum per atom <= "
-                      f"{max(row['momentum'] for row in thermo):.2g} (bound {MOMENTUM_BOUND:g}); energy drift "
+                      f"{max(row['momentum'] for row in thermo):.2g} (bound {bound:g}); energy drift "
                       f"{drift:.2g} (bound {ENERGY_DRIFT_BOUND:g})"}

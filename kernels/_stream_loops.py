@@ -32,8 +32,8 @@ def _ensure_cache_dir() -> None:
     # folder can be had, every start compiles afresh
     if numba.config.CACHE_DIR or _cache_usable():
         return
-    from vnetbench import rundir
-    from vnetbench.errors import LaunchError
+    from vnetbench.core import rundir
+    from vnetbench.core.errors import LaunchError
 
     try:
         path = rundir.cache_dir() / "numba"

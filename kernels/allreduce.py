@@ -3,7 +3,7 @@
 numpy and MPI are imported by ``run`` alone: the launcher imports this module to parse options.
 """
 
-from vnetbench.options import int_range
+from vnetbench.core.options import int_range
 
 from .sizes import check_ladder, ladder
 

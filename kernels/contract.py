@@ -26,6 +26,10 @@ exposing:
 
 Optional:
 
+- ``resolve(params)``: ``params`` with the defaults that depend on other options filled in (md's
+  ``--electrostatics`` follows ``--system``), so that a record's params, and so its configuration key,
+  say what ran;
+
 - ``breakdown(runs)`` with ``BREAKDOWN_TITLE``: given the passing records of one configuration,
   ``{column: value}`` showing where the headline number comes from (a value may be a number, a
   ``{part: number}`` mapping or a list of numbers; medians over ``runs``), or None;

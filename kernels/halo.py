@@ -13,8 +13,8 @@ module for its options and metrics, and must start fast.
 import argparse
 import os
 
-from vnetbench.errors import UsageError
-from vnetbench.options import int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import int_range
 
 from .stream import check_memory
 

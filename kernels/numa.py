@@ -10,8 +10,8 @@ import os
 from collections import namedtuple
 from pathlib import Path
 
-from vnetbench.errors import UsageError
-from vnetbench.topologies.host import NODE_SYSFS, node_cpus
+from vnetbench.core.errors import UsageError
+from vnetbench.topologies.thishost.host import NODE_SYSFS, node_cpus
 
 POLICIES = ("local", "remote", "interleave")
 SYSFS = NODE_SYSFS

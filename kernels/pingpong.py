@@ -6,8 +6,8 @@ imports this module to parse options, and must start fast.
 
 import functools
 
-from vnetbench.errors import UsageError
-from vnetbench.options import int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import int_range
 
 from .sizes import check_ladder, ladder, percentile
 

@@ -1,6 +1,6 @@
 """Message-size ladders shared by the point-to-point and collective kernels."""
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 MAX_MESSAGE = 1 << 30
 

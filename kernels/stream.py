@@ -8,8 +8,8 @@ import math
 import os
 from pathlib import Path
 
-from vnetbench.errors import UsageError
-from vnetbench.options import int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import int_range
 
 DESCRIPTION = "STREAM memory bandwidth (copy, scale, add, triad) on every rank, per rank and summed"
 MIN_RANKS = 1

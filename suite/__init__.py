@@ -13,12 +13,12 @@ Names are imported lazily: every MPI rank imports this package, and ranks must s
 __version__ = "0.1.0"
 
 _LAZY = {
-    "run_kernel": "runner",
-    "Store": "store",
-    "VnetbenchError": "errors",
-    "UsageError": "errors",
-    "LaunchError": "errors",
-    "StoreError": "errors",
+    "run_kernel": "engine",
+    "Store": "core.store",
+    "VnetbenchError": "core.errors",
+    "UsageError": "core.errors",
+    "LaunchError": "core.errors",
+    "StoreError": "core.errors",
 }
 
 __all__ = ["__version__", *_LAZY]

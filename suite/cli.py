@@ -18,8 +18,8 @@ import sys
 
 from . import __version__
 from .commands import COMMANDS
-from .errors import VnetbenchError, interrupt_on_signals
-from .options import ArgumentParser
+from .core.errors import VnetbenchError, interrupt_on_signals
+from .core.options import ArgumentParser
 
 
 def build_parser(only: str | None = None) -> ArgumentParser:

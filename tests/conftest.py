@@ -30,7 +30,7 @@ def mpi_env() -> dict:
     env = dict(os.environ)
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    env.setdefault("OMPI_MCA_btl", "^ofi,tcp")  # as vnetbench's native runs (topologies.intent.one_host_transport)
+    env.setdefault("OMPI_MCA_btl", "^ofi,tcp")  # as vnetbench's native runs (topologies.launch.intent.one_host_transport)
     return env
 
 

@@ -18,10 +18,10 @@ run on ``native`` needs none of it (the local backend's ``from_preset``).
 import re
 from pathlib import Path
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .base import BACKENDS, Backend, LaunchSpec, Realised, backend, default_backend, names, ref_prefixes, register
-from .intent import Intent
+from .launch.intent import Intent
 
 _PREFIX = re.compile(r"([a-z][a-z0-9_-]{1,31}):(.*)", re.S)
 # a top-level ``backend:`` line: the file may be a YAML topology that names its backend (load_file)
@@ -32,7 +32,7 @@ SNIFF_BYTES = 1 << 20
 
 def load(ref: str, what: str = "--topology"):
     """The topology ``ref`` names (see the module's docstring); ``what`` names where it was typed."""
-    from .presets import PRESETS
+    from .model.presets import PRESETS
 
     if ref in PRESETS:  # before any file: a preset's name is never a path to look at
         data = PRESETS[ref]
@@ -65,9 +65,9 @@ def load(ref: str, what: str = "--topology"):
 def load_file(path: Path, what: str = "--topology"):
     """A topology file: a YAML topology whose ``backend:`` says which backend reads it, else a file a backend
     claims (a hostfile, an inventory)."""
-    from . import validation
-    from .files import read_text
-    from .spec import MAX_SPEC_BYTES
+    from .model import validation
+    from vnetbench.core.files import read_text
+    from .model.spec import MAX_SPEC_BYTES
 
     text = read_text(path, f"{what}: {path}", "a topology, hostfile or inventory", SNIFF_BYTES)
     size, parsed = len(text.encode()), None
@@ -88,15 +88,22 @@ def load_file(path: Path, what: str = "--topology"):
         raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES >> 20} MiB; not a topology spec")
     data, lines = parsed or validation.parse(text, str(path), "a topology file")
     if not isinstance(data, dict):
-        from .spec import from_dict
+        from .model.spec import from_dict
 
         return from_dict(data, source=str(path), lines=lines)  # the spec model's own error for a non-mapping
     chosen = data.get("backend", default_backend(data))
     if not isinstance(chosen, str) or chosen not in BACKENDS and chosen not in names():
-        from .spec import from_dict
+        from .model.spec import from_dict
 
         return from_dict(data, source=str(path), lines=lines)  # the model names the field and what is allowed
     return backend(chosen).from_data(data, str(path), lines)
+
+
+def file_backend(ref: str) -> str | None:
+    """The backend of the topology file ``ref``, or None when ``ref`` is no file."""
+    if not Path(ref).is_file():
+        return None
+    return load(ref).backend
 
 
 def realise(topology) -> Realised:
@@ -106,11 +113,11 @@ def realise(topology) -> Realised:
 
 def __getattr__(name):
     if name == "Topology":
-        from .spec import Topology
+        from .model.spec import Topology
 
         return Topology
     if name == "PRESETS":
-        from .presets import PRESETS
+        from .model.presets import PRESETS
 
         return PRESETS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,7 @@ builds an MPI's argv); ``check_ranks``, ``health``, ``describe``, ``close``; and
 ``ranks_share_this_hosts_files`` (default False): True when the ranks read this host's files, vnetbench's
 source among them, so that the launcher's git facts of that source stand for theirs in the record.
 
-A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.errors``,
+A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.core.errors``,
 ``procs``, ``registry``, ``rundir``, ``records`` and ``store``: it is handed what it must run (a batch job's
 command, a workload's request) and never imports the runtime.
 
@@ -38,35 +38,58 @@ from abc import ABC, abstractmethod
 from collections import namedtuple
 from collections.abc import Callable
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.core.registry import Registry
 
-from .intent import Intent, prrte_args
+from .launch.intent import Intent, prrte_args
 
 
-class Entry(namedtuple("Entry", "module prefixes refs", defaults=((), True))):
-    """A backend's registry line: its ``module`` (under ``vnetbench.topologies``, or absolute for a plugin),
-    the ref ``prefixes`` it owns besides ``NAME:``, and whether ``NAME:REST`` is a ref it loads (``refs``;
-    False for a backend whose topologies are presets and YAML files only: it is then left out of the refs
-    offered). A named tuple, not a dataclass, as every class a run's start makes (``vnetbench.cli`` says why)."""
+class Option(namedtuple("Option", "flag help metavar choices ref", defaults=(None, None, None))):
+    """A command-line option a backend adds to the commands that take a topology (run, sweep, exec, topology):
+    with ``ref`` (a format, ``hostfile:{}``) its value is the topology, in place of ``--topology``; without, it is a
+    setting of the backend's VMs (``--accel``) that its ``from_options`` reads when ``--vms`` chose it."""
 
     __slots__ = ()
 
 
+class Entry(namedtuple("Entry", "module prefixes refs options vms links", defaults=((), True, (), None, ()))):
+    """A backend's registry line: its ``module`` (under ``vnetbench.topologies``, or absolute for a plugin),
+    the ref ``prefixes`` it owns besides ``NAME:``, and whether ``NAME:REST`` is a ref it loads (``refs``;
+    False for a backend whose topologies are presets and YAML files only: it is then left out of the refs
+    offered); the command-line ``options`` it adds (``Option``), and for a backend that realises a topology's
+    VMs, ``vms``: (its name among ``--vms``'s choices, what its VMs are), and ``links``: the names of the host links
+    its VMs plug into the fabric, after ``vnbID`` (regular expressions; ``state.ANY_LINK`` is the fabric's and these).
+    Data, so that a command's parser is
+    built without importing any backend. A named tuple, not a dataclass, as every class a run's start makes
+    (``vnetbench.cli`` says why)."""
+
+    __slots__ = ()
+
+
+PLUGIN_GROUP = "vnetbench.backends"
 # name -> where its backend lives; the order is the order of listings (topology status, cleanup)
-BACKENDS = {
+BACKENDS = Registry("backend", {
     "local": Entry("local", refs=False),
-    "netns": Entry("netns", refs=False),
-    "qemu": Entry("qemu"),  # qemu:REF is REF's VMs as QEMU guests (--vms qemu)
-    "hosts": Entry("hosts", prefixes=("hostfile", "inventory")),
+    "netns": Entry("netns", refs=False, vms=("emulated", "network namespaces on this host"), links=(r"v\d{1,3}",)),
+    # qemu:REF is REF's VMs as QEMU guests (--vms qemu)
+    "qemu": Entry("qemu", vms=("qemu", "QEMU guests on the same switches"), links=(r"t\d{1,3}",), options=(
+        Option("--accel", "the guests' accelerator; auto (the default) takes KVM when a probe guest boots with it "
+                          "and refuses otherwise; tcg emulates the CPU (behaviour, not timings)",
+               choices=("auto", "kvm", "tcg")),
+        Option("--guest-kernel", "the kernel image the guests boot (default: the running kernel's in /boot, else "
+                                 "the newest there)", metavar="PATH"))),
+    "hosts": Entry("hosts", prefixes=("hostfile", "inventory"), options=(
+        Option("--hostfile", "real hosts from an Open MPI hostfile (as hostfile:FILE)", "FILE", ref="hostfile:{}"),
+        Option("--inventory", "real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)", "FILE",
+               ref="inventory:{}"))),
     "slurm": Entry("slurm"),
-}
+}, package=__package__, attribute="backend", plugins=PLUGIN_GROUP, plugin_line=Entry, registers=True)
 # the backend of a topology spec that names none: with VMs the default VM backend (``vms: emulated`` in the
 # CLI's words), without VMs this host's
 DEFAULT_VM_BACKEND = "netns"
 DEFAULT_HOST_BACKEND = "local"
 # the most ranks any backend starts, and what --ranks allows
 MAX_RANKS = 4096
-PLUGIN_GROUP = "vnetbench.backends"
 
 
 class LaunchSpec:
@@ -203,6 +226,13 @@ class Backend(ABC):
         return cls.from_data(data, f"preset {name}", None)
 
     # ---- before bring-up (on the loaded topology) ----------------------------------------
+
+    @classmethod
+    def from_options(cls, ref: str, settings: dict, lone: bool = True) -> str:
+        """The ref that ``--vms`` choosing this backend (or its settings given with a topology file of its own) makes
+        of ``ref`` (what the other options named), with ``settings`` (flag -> value) of its registry line's options
+        that were given; ``lone``: ``ref`` is the only topology named. UsageError when it cannot."""
+        raise UsageError(f"--vms: the {cls.backend} backend takes no topology of another's")
 
     @classmethod
     def preflight(cls, topology) -> None:
@@ -352,37 +382,16 @@ def idle_vms(vms: int, ranks: int) -> str | None:
 
 # ---- the registry -------------------------------------------------------------------------
 
-_CLASSES: dict[str, type[Backend]] = {}
-_PLUGINS: dict[str, Entry] | None = None
-
-
-def register(name: str):
-    """Class decorator: ``cls`` is the backend called ``name`` (listed in BACKENDS or a plugin)."""
-    def add(cls):
-        cls.backend = name
-        _CLASSES[name] = cls
-        return cls
-    return add
-
-
-def _plugins() -> dict[str, Entry]:
-    global _PLUGINS
-    if _PLUGINS is None:
-        from importlib.metadata import entry_points
-
-        # ``ep.module``: the value may be ``module`` or the usual ``module:attribute``; registering is the module's
-        # @register, so only the module is imported
-        _PLUGINS = {ep.name: Entry(ep.module) for ep in entry_points(group=PLUGIN_GROUP) if ep.name not in BACKENDS}
-    return _PLUGINS
+register = BACKENDS.register
 
 
 def entries(with_plugins: bool = True) -> dict[str, Entry]:
     """Every backend's registry line, in-tree ones first."""
-    return {**BACKENDS, **(_plugins() if with_plugins else {})}
+    return BACKENDS.lines(with_plugins)
 
 
 def names() -> tuple[str, ...]:
-    return tuple(entries())
+    return BACKENDS.names()
 
 
 def ref_prefixes(with_plugins: bool = True) -> list[str]:
@@ -399,7 +408,7 @@ def default_backend(data) -> str:
 def prefix_owner(prefix: str) -> str | None:
     """The backend that owns refs ``PREFIX:...`` (its name, or one of its registry line's prefixes)."""
     for table in (BACKENDS, None):  # plugins are looked for only when no in-tree backend owns it
-        for name, entry in (table if table is not None else _plugins()).items():
+        for name, entry in (table if table is not None else BACKENDS.plugins()).items():
             if prefix == name or prefix in entry.prefixes:
                 return name
     return None
@@ -407,20 +416,4 @@ def prefix_owner(prefix: str) -> str | None:
 
 def backend(name: str, what: str = "backend") -> type[Backend]:
     """The class of the backend called ``name``; UsageError naming the ones available."""
-    if name not in _CLASSES:
-        entry = BACKENDS.get(name) or _plugins().get(name)
-        if entry is None:
-            raise UsageError(f"{what}: {name!r} is not available in this vnetbench; available: {', '.join(names())}")
-        import importlib
-
-        module = entry.module if name not in BACKENDS else f"{__package__}.{entry.module}"
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:  # a plugin whose distribution is broken or half removed: say which
-            if name in BACKENDS:
-                raise
-            raise UsageError(f"{what}: {name!r}: its module {module} (entry point group {PLUGIN_GROUP}) does not "
-                             f"import: {exc}") from None
-        if name not in _CLASSES:
-            raise UsageError(f"{what}: {name!r}: module {entry.module} registers no backend of that name")
-    return _CLASSES[name]
+    return BACKENDS.load(name, what)

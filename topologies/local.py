@@ -4,12 +4,12 @@ A YAML topology without VMs is this backend's too (``backend: local``, or no ``v
 (``native``) skip the spec model (``from_preset``: ``NativeTopology``).
 """
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from .base import DEFAULT_VM_BACKEND, LaunchSpec, Realised, register
-from .binding import binding, check_ranks
-from .host import usable_cpus
-from .intent import Intent, one_host_transport
+from .launch.binding import binding, check_ranks
+from .thishost.host import usable_cpus
+from .launch.intent import Intent, one_host_transport
 
 
 class NativeTopology:
@@ -45,8 +45,8 @@ class LocalRealised(Realised):
     def from_data(cls, data: dict, source: str, lines=None, host=None):
         """A spec topology of this host: the spec model, no VMs and no switches (``host``: unused, as this
         backend sizes nothing)."""
-        from . import spec
-        from .validation import report
+        from .model import spec
+        from .model.validation import report
 
         topology = spec.model(data, source, lines)
         problems = spec.check_references(topology)

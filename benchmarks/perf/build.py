@@ -4,7 +4,7 @@ import subprocess
 from pathlib import Path
 
 from vnetbench import mpi
-from vnetbench.errors import LaunchError
+from vnetbench.core.errors import LaunchError
 
 from . import HarnessError
 

@@ -14,8 +14,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench import mpi, mpilib, mpiselect, topologies
-from vnetbench.launch import launcher_env
+from vnetbench import mpi, topologies
+from vnetbench.mpi import selection as mpiselect
+from vnetbench.core import mpilib
+from vnetbench.engine.launch import launcher_env
 
 from . import HarnessError
 from .programs import Finished

@@ -12,7 +12,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from vnetbench import mpi, procs
+from vnetbench import mpi
+from vnetbench.core import procs
 
 
 @dataclass

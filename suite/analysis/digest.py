@@ -14,13 +14,13 @@ from pathlib import Path
 from . import metrics
 from .breakdown import Breakdowns
 from .records import Loaded, for_tables, stream
-from .tables import Study
+from .tables import StudyTables
 
 
 @dataclass
 class Digest:
     loaded: Loaded  # the counts: records, not ok, skipped lines, migrated, duplicates
-    study: Study
+    study: StudyTables
     breakdowns: Breakdowns
     not_numbers: list[str] = field(default_factory=list)  # "store:line: kernel run R repetition N: name=value"
     kept: list[dict] = field(default_factory=list)  # the records asked for, in store order
@@ -30,7 +30,7 @@ def digest(path, option: str = "--store", keep: Callable[[dict], bool] | None = 
     """The store at ``path`` read once. Records for which ``keep`` is true are kept too (trimmed to what
     tables and plots read, or ``whole``): memory then grows with them, so ask only for what is shown."""
     slim = for_tables()
-    result = Digest(Loaded(Path(path), []), Study(), Breakdowns(keep=slim))
+    result = Digest(Loaded(Path(path), []), StudyTables(), Breakdowns(keep=slim))
     for line, record in stream(path, option, result.loaded):
         result.study.add(record)
         if keep is not None and keep(record):

@@ -9,7 +9,7 @@ import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from ..kernels.contract import series_label
 from . import format as fmt
 from . import metrics

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import records as schema
-from ..errors import UsageError
-from ..store import BadLine, Store
+from ..core import records as schema
+from ..core.errors import UsageError
+from ..core.store import BadLine, Store
 
 # schema version v -> function turning a record of version v into one of version v + 1
 MIGRATIONS: dict[int, Callable[[dict], dict]] = {}

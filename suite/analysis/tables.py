@@ -107,7 +107,7 @@ class StudyTable:
                           "scaling": [s.to_dict() for s in r.scaling]} for r in self.rows]}
 
 
-class Study:
+class StudyTables:
     """The study's tables built a record at a time, keeping per configuration only what a cell shows:
     its table metrics' values, its failure counts, its first timing caveat; never the records.
     Memory follows configurations x repetitions, not the records' size.
@@ -222,7 +222,7 @@ class _Group:
 
 def build(records, baseline: str = "native") -> list[StudyTable]:
     """One table per kernel, parameter set and table metric, in the study's order."""
-    study = Study()
+    study = StudyTables()
     for record in records:
         study.add(record)
     return study.build(baseline)
@@ -402,7 +402,7 @@ def to_json(tables: list[StudyTable], **context) -> dict:
 
 def unmeasured(records) -> list[str]:
     """Configurations that ran but never passed (so no cell shows them), as 'halo x4 on native: 2 timeout'."""
-    study = Study()
+    study = StudyTables()
     for record in records:
         study.add(record)
     return study.unmeasured()

@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_validator
 
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies.files import one_line, read_text, read_yaml
-from vnetbench.topologies.validation import Lines, report, validated, where
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.core.files import one_line, read_text, read_yaml
+from vnetbench.topologies.model.validation import Lines, report, validated, where
 
 from . import patterns
 

@@ -8,7 +8,7 @@ about HEAD_LIMIT + TAIL_LIMIT + MAX_LINE whatever the program prints.
 
 import collections
 
-from vnetbench.topologies.files import MAX_LINE
+from vnetbench.core.files import MAX_LINE
 
 # what of a program's stdout is kept for the success pattern, the parser and the regex metrics: the first
 # HEAD_LIMIT and the last TAIL_LIMIT characters of whole lines (LAMMPS's last loop is at the end, a "first"

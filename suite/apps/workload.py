@@ -11,10 +11,10 @@ from . import parsers
 ELAPSED = Metric("elapsed_s", "elapsed", "s", "lower", scaling=True)
 
 # app name -> its workload, as last seen in a record (table_metrics and breakdown get only a name)
-_SEEN: dict[str, "AppWorkload"] = {}
+_SEEN: dict[str, "AppContract"] = {}
 
 
-class AppWorkload:
+class AppContract:
     def __init__(self, name: str, declaration: dict):
         self.DESCRIPTION = f"application {name}"
         parser = declaration.get("parser")
@@ -42,15 +42,15 @@ class AppWorkload:
         return out + [(f"{r.name} ({r.unit})" if r.unit else r.name, m.get(r.name)) for r in self.regex][:4]
 
 
-def of_record(record: dict) -> AppWorkload | None:
+def of_record(record: dict) -> AppContract | None:
     """The workload of an application record (remembered by name), or None for a kernel's record."""
     app = record.get("app")
     if not isinstance(app, dict) or not isinstance(record.get("kernel"), str):
         return None
-    workload = AppWorkload(record["kernel"], app)
+    workload = AppContract(record["kernel"], app)
     _SEEN[record["kernel"]] = workload
     return workload
 
 
-def known(name: str) -> AppWorkload | None:
+def known(name: str) -> AppContract | None:
     return _SEEN.get(name)

@@ -17,9 +17,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vnetbench.errors import LaunchError, SpecError
-from vnetbench.rundir import private_dir, state_root
-from vnetbench.topologies.files import open_regular
+from vnetbench.core.errors import LaunchError, SpecError
+from vnetbench.core.rundir import private_dir, state_root
+from vnetbench.core.files import open_regular
 
 SOURCE = Path(__file__).with_name("worldsize.c")
 DIR_ENV = "VNETBENCH_WORLD_DIR"  # where the shim writes; the wrapper sets it for the program
@@ -151,6 +151,6 @@ def judge(guard: Guard, seen: list[dict], ranks: int, launcher) -> Verdict:
 
 
 def _short(library: str) -> str:
-    from ..environment import mpi_name
+    from ..core.environment import mpi_name
 
     return mpi_name(library) or "an unnamed MPI library"

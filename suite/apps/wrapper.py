@@ -21,7 +21,7 @@ def rank_from_env() -> int:
 
 
 def note(rank: int) -> None:
-    from vnetbench.jobs import ENV
+    from vnetbench.core.rundir import JOB_ENV as ENV
     from vnetbench.kernels.__main__ import mark
     from vnetbench.kernels.placement import here
 
@@ -39,7 +39,7 @@ def note(rank: int) -> None:
 def preload(shim: str) -> None:
     """The program's environment: ``shim`` preloaded (after any preload already set), writing beside the
     placements. Nothing when this is no job of vnetbench's or the shim is not on this rank's host."""
-    from vnetbench.jobs import ENV
+    from vnetbench.core.rundir import JOB_ENV as ENV
 
     from .worldsize import DIR_ENV, FOLDER
 

@@ -3,8 +3,8 @@ options, the exit code of a command's records. Help texts name what the registri
 
 import sys
 
-from vnetbench.errors import UsageError
-from vnetbench.options import float_range, int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import float_range, int_range
 from vnetbench.topologies.base import MAX_RANKS
 
 
@@ -22,11 +22,25 @@ class Shown(str):
         return self.make() % params
 
 
+def _options(ref: bool) -> list:
+    """(backend name, its registry line, option) of every option the backends declare: those that name a topology
+    (``ref``) or the settings of their VMs."""
+    from vnetbench.topologies import base
+
+    return [(name, entry, option) for name, entry in base.entries(with_plugins=False).items()
+            for option in entry.options if bool(option.ref) == ref]
+
+
+def _dest(option) -> str:
+    return option.flag.lstrip("-").replace("-", "_")
+
+
 def add_topology(parser, *, required: bool = False) -> None:
-    """``--topology REF`` or, for real hosts, ``--hostfile FILE`` / ``--inventory FILE`` (the hosts backend's
-    refs ``hostfile:FILE`` and ``inventory:FILE``)."""
+    """``--topology REF`` or an option of a backend's that names its topology (the hosts backend's ``--hostfile FILE``
+    and ``--inventory FILE``, for its refs ``hostfile:FILE`` and ``inventory:FILE``)."""
     def topology_help():
-        from vnetbench.topologies import base, presets
+        from vnetbench.topologies import base
+        from vnetbench.topologies.model import presets
 
         refs = [f"{prefix}:" for prefix in base.ref_prefixes()]
         return (f"a preset ({', '.join(presets.PRESETS)}), a topology YAML, a hostfile or inventory, or a backend's "
@@ -35,33 +49,40 @@ def add_topology(parser, *, required: bool = False) -> None:
     where = parser.add_mutually_exclusive_group(required=required)
     where.add_argument("--topology", default=None if required else "native", metavar="NAME|FILE|REF",
                        help=Shown(topology_help))
-    where.add_argument("--hostfile", metavar="FILE", help="real hosts from an Open MPI hostfile (as hostfile:FILE)")
-    where.add_argument("--inventory", metavar="FILE",
-                       help="real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)")
+    for _, _, option in _options(ref=True):
+        where.add_argument(option.flag, metavar=option.metavar, help=option.help)
 
 
-def topology_ref(args) -> str:
-    """The topology ref the options name (``--hostfile F`` is ``hostfile:F``, ``--inventory F`` ``inventory:F``;
-    with ``--vms qemu``, the topology's VMs as QEMU guests)."""
-    if args.hostfile:
-        return vm_ref(args, f"hostfile:{args.hostfile}")
-    if args.inventory:
-        return vm_ref(args, f"inventory:{args.inventory}")
+def topology_arg(args) -> str:
+    """The topology ref the options name (a backend's option such as ``--hostfile F`` is its ref ``hostfile:F``;
+    ``--vms`` as ``vm_ref`` says)."""
+    for _, _, option in _options(ref=True):
+        value = getattr(args, _dest(option), None)
+        if value:
+            return vm_ref(args, option.ref.format(value))
     return vm_ref(args, args.topology)
 
 
+def _vm_backends() -> dict:
+    """``--vms`` choice -> (backend name, what its VMs are), the default VM backend's first."""
+    from vnetbench.topologies import base
+
+    lines = base.entries(with_plugins=False)
+    found = {entry.vms[0]: (name, entry.vms[1]) for name, entry in lines.items() if entry.vms}
+    default = lines[base.DEFAULT_VM_BACKEND].vms[0]
+    return {default: found.pop(default), **found}
+
+
 def add_vms(parser) -> None:
-    """``--vms emulated|qemu`` and, for QEMU guests, ``--accel`` and ``--guest-kernel``."""
-    parser.add_argument("--vms", choices=("emulated", "qemu"), default="emulated",
-                        help="what a topology's VMs are: network namespaces on this host (emulated, the default) "
-                             "or QEMU guests on the same switches (qemu)")
-    parser.add_argument("--accel", choices=("auto", "kvm", "tcg"),
-                        help="with --vms qemu: the guests' accelerator; auto (the default) takes KVM when a probe "
-                             "guest boots with it and refuses otherwise; tcg emulates the CPU (behaviour, not "
-                             "timings)")
-    parser.add_argument("--guest-kernel", metavar="PATH",
-                        help="with --vms qemu: the kernel image the guests boot (default: the running kernel's in "
-                             "/boot, else the newest there)")
+    """``--vms`` (which backend realises a topology's VMs) and the settings of each VM backend's own."""
+    kinds = _vm_backends()
+    default = next(iter(kinds))
+    shown = " or ".join(f"{what} ({choice}{', the default' if choice == default else ''})"
+                        for choice, (_, what) in kinds.items())
+    parser.add_argument("--vms", choices=tuple(kinds), default=default, help=f"what a topology's VMs are: {shown}")
+    for name, entry, option in _options(ref=False):
+        parser.add_argument(option.flag, metavar=option.metavar, choices=option.choices,
+                            help=f"with --vms {entry.vms[0]}: {option.help}")
     add_switch(parser)
 
 
@@ -77,10 +98,7 @@ def add_switch(parser) -> None:
 
 
 def vm_ref(args, ref: str, *, lone: bool = True) -> str:
-    """``ref`` as ``--vms`` says (emulated: as it is; qemu: the qemu backend's ``qemu:REF``, with the options), then
-    as ``--switch`` says (switch_ref). A topology without VMs under ``--vms qemu`` is refused when it is the ``lone``
-    one named (a sweep's ``native`` stays native beside the others); ``--accel``/``--guest-kernel`` also serve a
-    YAML topology of ``backend: qemu``."""
+    """``ref`` as ``--vms`` says (_vm_ref), then as ``--switch`` says (switch_ref)."""
     return switch_ref(args, _vm_ref(args, ref, lone=lone))
 
 
@@ -89,7 +107,8 @@ def switch_ref(args, ref: str) -> str:
     kind = getattr(args, "switch", None)
     if not kind:
         return ref
-    from vnetbench.topologies import presets, switches
+    from vnetbench.topologies import switches
+    from vnetbench.topologies.model import presets
 
     switches.driver(kind, "--switch")
     if ref in presets.PRESETS and not presets.PRESETS[ref].get("switches"):
@@ -101,55 +120,29 @@ def switch_ref(args, ref: str) -> str:
 
 
 def _vm_ref(args, ref: str, *, lone: bool = True) -> str:
-    vms = getattr(args, "vms", "emulated")
-    accel, kernel = getattr(args, "accel", None), getattr(args, "guest_kernel", None)
-    if vms != "qemu":
-        given = [name for value, name in ((accel, "--accel"), (kernel, "--guest-kernel")) if value]
-        if not given:
-            return ref
-        if _backend_of(ref) != "qemu":
-            raise UsageError(f"{given[0]}: only with --vms qemu or a topology file of backend: qemu")
-    if kernel:
-        import os
-
-        from vnetbench.topologies.qemu.model import kernel_file_problem
-
-        problem = kernel_file_problem(kernel)
-        if problem:
-            raise UsageError(f"--guest-kernel: {kernel}: {problem}")
-        kernel = os.path.abspath(kernel)
-    from urllib.parse import urlencode
-
-    from vnetbench.topologies import presets
-
-    if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or lone and _backend_of(ref) == "local":
-        if lone:
-            raise UsageError(f"--vms qemu: {ref} has no VMs to boot as QEMU guests (it runs on this host); drop "
-                             f"--vms qemu, or name a topology with VMs")
-        return ref  # no VM to boot: a sweep's baseline
-    if ref.startswith("qemu:"):
-        return ref
-    from vnetbench.topologies import base
-
-    other = next((prefix for prefix in base.ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
-    if other:
-        raise UsageError(f"--vms qemu: {ref} names real hosts or a cluster ({other}:), which have no VMs to boot; "
-                         f"use --vms qemu with a preset or a topology YAML")
-    settings = {key: value for key, value in (("accel", accel), ("kernel", kernel)) if value}
-    # the qemu backend's ref: REF's VMs as its guests (it reads the settings)
-    return f"qemu:{ref}" + (f"?{urlencode(settings, safe='/')}" if settings else "")
-
-
-def _backend_of(ref: str) -> str | None:
-    """The backend of the topology file ``ref`` (``qemu``: its guests take --accel/--guest-kernel; ``local``: no VM
-    to boot), or None when ``ref`` is no file."""
-    from pathlib import Path
-
-    if not Path(ref).is_file():
-        return None
+    """``ref`` as ``--vms`` says: the default VM backend's as it is; another's the ref its ``from_options`` makes
+    (``--vms qemu``: the qemu backend's ``qemu:REF``, with its settings). A VM backend's settings (``--accel``,
+    ``--guest-kernel``) also serve a topology file of that backend. ``lone``: ``ref`` is the one topology named
+    (a sweep's ``native`` beside others stays native)."""
     from vnetbench import topologies
 
-    return topologies.load(ref).backend
+    kinds = _vm_backends()
+    default = next(iter(kinds))
+    vms = getattr(args, "vms", None) or default
+    owner, settings = kinds[vms][0], {}
+    for name, entry, option in _options(ref=False):
+        given = getattr(args, _dest(option), None)
+        if not given:
+            continue
+        if entry.vms[0] != vms:
+            if topologies.file_backend(ref) != name:
+                raise UsageError(f"{option.flag}: only with --vms {entry.vms[0]} or a topology file of backend: "
+                                 f"{name}")
+            owner = name
+        settings[option.flag] = given
+    if owner == kinds[default][0]:
+        return ref
+    return topologies.backend(owner).from_options(ref, settings, lone=lone)
 
 
 def add_ranks(parser, *, required: bool = False) -> None:
@@ -164,7 +157,7 @@ def add_repeat(parser, *, default: int | None = 1) -> None:
 
 
 def add_store(parser, *, default: bool = True, help: str = "results store, JSON Lines") -> None:
-    from vnetbench.store import DEFAULT_PATH
+    from vnetbench.core.store import DEFAULT_PATH
 
     parser.add_argument("--store", default=str(DEFAULT_PATH) if default else None, metavar="PATH",
                         help=f"{help} (default {DEFAULT_PATH})")
@@ -177,7 +170,7 @@ def add_timeout(parser, *, default: str = "the workload's: per kernel, or the ap
 
 
 def add_bind(parser) -> None:
-    from vnetbench.topologies.binding import BIND_CHOICES
+    from vnetbench.topologies.launch.binding import BIND_CHOICES
 
     parser.add_argument("--bind", choices=BIND_CHOICES,
                         help="bind each rank to a core (default when ranks fit the cores; VMs' ranks run on their "
@@ -185,7 +178,7 @@ def add_bind(parser) -> None:
 
 
 def add_mpi(parser) -> None:
-    from vnetbench import mpiselect
+    from vnetbench.mpi import selection as mpiselect
 
     mpiselect.add_option(parser)
 

@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from . import COMMANDS, common
 
@@ -59,7 +59,7 @@ def handle(args) -> int:
         if "yield_when_idle" in notes:
             print(f"vnetbench: mpi_yield_when_idle=1: {notes['yield_when_idle']}", file=sys.stderr)
 
-    ended = engine.run_program(program, args.ranks, topology=common.topology_ref(args), bind=args.bind,
+    ended = engine.run_program(program, args.ranks, topology=common.topology_arg(args), bind=args.bind,
                                timeout=args.timeout, mpi=args.mpi, on_launch=on_launch)
     if ended.problem:
         print(f"vnetbench: error: {ended.problem['detail']}", file=sys.stderr)
@@ -76,12 +76,12 @@ def handle(args) -> int:
 def record(args, program: list[str]) -> int:
     """``exec ... --record [--store S] [--parser NAME] -- PROGRAM``: the run, stored as one record."""
     from vnetbench import engine
-    from vnetbench.store import DEFAULT_PATH
+    from vnetbench.core.store import DEFAULT_PATH
     from vnetbench.workloads.app import AppWorkload
 
     store = args.store or str(DEFAULT_PATH)
     # exec runs here, on the topology brought up for it: never as a scheduler's batch job
     records = engine.run(AppWorkload.of_program(program, args.parser), args.ranks,
-                         topology=common.topology_ref(args), store=store, timeout=args.timeout, bind=args.bind,
+                         topology=common.topology_arg(args), store=store, timeout=args.timeout, bind=args.bind,
                          mpi=args.mpi, echo=sys.stdout, submit=False)
     return common.finish(records, store, "table")

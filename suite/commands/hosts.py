@@ -11,8 +11,8 @@ import json
 import sys
 
 from vnetbench.analysis.render import columns
-from vnetbench.options import float_range
-from vnetbench.store import DEFAULT_PATH
+from vnetbench.core.options import float_range
+from vnetbench.core.store import DEFAULT_PATH
 
 from . import COMMANDS
 
@@ -27,7 +27,7 @@ def register(sub):
     check.add_argument("--clock-tolerance", type=float_range(0.0), default=2.0, metavar="S",
                        help="largest clock offset from this machine allowed (default 2 s)")
     check.add_argument("--json", action="store_true", help="print the reports as JSON on stdout")
-    from vnetbench import mpiselect
+    from vnetbench.mpi import selection as mpiselect
 
     mpiselect.add_option(check)
     check.set_defaults(func=handle_check)
@@ -72,7 +72,7 @@ def load(args):
     ref ``inventory:F#all`` (every host; ``--group G``: ``inventory:F#G``), ``--hostfile F`` ``hostfile:F``,
     ``--slurm P`` ``slurm:P``."""
     from vnetbench import topologies
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     if args.group and not args.inventory:
         raise UsageError("--group: only with --inventory")
@@ -129,7 +129,7 @@ def handle_check(args) -> int:
 
 
 def handle_facts(args) -> int:
-    from vnetbench.hostfacts import save_facts
+    from vnetbench.core.hostfacts import save_facts
 
     topology = load(args)
     found = _backend(topology).facts(topology, venv=args.venv, timeout=args.timeout)
@@ -153,8 +153,8 @@ def handle_facts(args) -> int:
 
 
 def handle_fetch(args) -> int:
-    from vnetbench.ingest import Intake
-    from vnetbench.store import Store
+    from vnetbench.engine.ingest import Intake
+    from vnetbench.core.store import Store
 
     topology = load(args)
     intake = Intake(Store(args.store))  # before any host is asked: a store it cannot write is refused first

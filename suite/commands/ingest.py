@@ -2,7 +2,7 @@
 
 import sys
 
-from vnetbench.store import DEFAULT_PATH, Store
+from vnetbench.core.store import DEFAULT_PATH, Store
 
 from . import COMMANDS
 
@@ -15,7 +15,7 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench.ingest import ingest
+    from vnetbench.engine.ingest import ingest
 
     added, skipped = ingest(args.files, Store(args.store))
     for record in skipped:

@@ -11,8 +11,8 @@ cannot be read, and records whose metrics are not numbers, are named in a warnin
 import sys
 
 from vnetbench.analysis import formats
-from vnetbench.errors import UsageError
-from vnetbench.store import DEFAULT_PATH
+from vnetbench.core.errors import UsageError
+from vnetbench.core.store import DEFAULT_PATH
 
 from . import COMMANDS
 

@@ -60,7 +60,7 @@ def handle(args) -> int:
             print(json.dumps(record, sort_keys=True), flush=True)
 
     # with --json stdout is the records' alone: a program's own output goes to stderr
-    records = engine.run(workload, args.ranks, topology=common.topology_ref(args), repeat=args.repeat,
+    records = engine.run(workload, args.ranks, topology=common.topology_arg(args), repeat=args.repeat,
                          store=args.store, timeout=args.timeout, bind=args.bind, mpi=args.mpi,
                          rank_options=common.rank_options(args), on_record=show,
                          echo=sys.stderr if args.json else sys.stdout)

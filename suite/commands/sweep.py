@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 from vnetbench import kernels
-from vnetbench.errors import UsageError
-from vnetbench.options import int_range
+from vnetbench.core.errors import UsageError
+from vnetbench.core.options import int_range
 from vnetbench.topologies.base import MAX_RANKS
 
 from . import COMMANDS, common
@@ -44,7 +44,7 @@ def rank_list(text: str) -> list[int]:
 
 
 def register(sub):
-    from vnetbench.studies import STUDIES
+    from vnetbench.engine.studies import STUDIES
 
     parser = sub.add_parser("sweep", help=COMMANDS["sweep"], description=__doc__.replace("``", ""), add_help=False)
     parser.add_argument("--study", choices=list(STUDIES), help="start from a named study (default quick)")
@@ -86,8 +86,8 @@ def print_help(parser, kernel: str) -> None:
 
 
 def handle(args) -> int:
-    from vnetbench import sweep
-    from vnetbench.store import Store
+    from vnetbench.engine import sweep
+    from vnetbench.core.store import Store
 
     if args.help:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
@@ -147,12 +147,12 @@ class FailFast(Exception):
 
 
 @dataclass
-class Outcome:
+class Tally:
     stopped: bool = False  # by --fail-fast
     not_run: list = field(default_factory=list)  # runs cancelled outside the sweep (a Slurm job scancel'ed)
 
 
-def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
+def run_with_progress(plan, store, fail_fast, records: list) -> Tally:
     """Run the plan under a progress bar on stderr; ``records`` grows as runs finish.
 
     The bar counts the runs pending, running and done (a batch backend runs many at once); a run cancelled
@@ -161,13 +161,13 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    from vnetbench import sweep
+    from vnetbench.engine import sweep
 
     console = Console(stderr=True, highlight=False)
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn()]
-    outcome = Outcome()
+    outcome = Tally()
     with Progress(*columns, console=console, redirect_stderr=True, redirect_stdout=False) as progress:
         task = progress.add_task("starting", total=len(plan.jobs), failed=0)
         count = {"total": len(plan.jobs), "failed": 0}
@@ -212,7 +212,7 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
             console.print(f"vnetbench: {text}", markup=False, soft_wrap=True)
 
         try:
-            sweep.execute(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
+            sweep.run_all(plan, store, fail_fast=fail_fast, on_bringup=on_bringup, on_start=on_start,
                           on_finish=on_finish, say=tell)
         except FailFast:
             outcome.stopped = len(done) < count["total"]  # the last run failing stops nothing
@@ -221,8 +221,9 @@ def run_with_progress(plan, store, fail_fast, records: list) -> Outcome:
     return outcome
 
 
-def finish(args, plan, records, seconds, outcome: Outcome) -> int:
-    from vnetbench import analysis, sweep
+def finish(args, plan, records, seconds, outcome: Tally) -> int:
+    from vnetbench import analysis
+    from vnetbench.engine import sweep
 
     by_status = sweep.failures(records)
     bad = sum(by_status.values())

@@ -11,7 +11,7 @@ import json
 import time
 
 from vnetbench.analysis.render import columns
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from . import COMMANDS, common
 
@@ -59,7 +59,7 @@ def register(sub):
 
 def handle_list(args) -> int:
     from vnetbench import topologies
-    from vnetbench.topologies import presets
+    from vnetbench.topologies.model import presets
 
     up = {row["name"] for name in topologies.names() for row in topologies.backend(name).status()}
     rows = []
@@ -171,9 +171,10 @@ def handle_status(args) -> int:
 
 
 def handle_cleanup(args) -> int:
-    from vnetbench import jobs, topologies
+    from vnetbench.engine import jobs
+    from vnetbench import topologies
 
-    from vnetbench.topologies.lifecycle import held_phrase
+    from vnetbench.topologies.thishost.lifecycle import held_phrase
 
     removed = jobs.sweep_orphans()
     kept = []

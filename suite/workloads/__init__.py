@@ -8,19 +8,18 @@
 The kinds are registered in ``KINDS``; nothing outside this package tells a kernel from an application.
 """
 
-import importlib
-
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
+from vnetbench.core.registry import Registry
 
 from .base import Run, Workload
 
 # request "kind" -> the class, in this package
-KINDS = {"kernel": "kernel.KernelWorkload", "app": "app.AppWorkload"}
+KINDS = Registry("workload.kind", {"kernel": "kernel:KernelWorkload", "app": "app:AppWorkload"}, package=__name__,
+                 noun="workload kind")
 
 
 def kind(name: str) -> type[Workload]:
-    module, _, cls = KINDS[name].rpartition(".")
-    return getattr(importlib.import_module(f".{module}", __name__), cls)
+    return KINDS.load(name)
 
 
 def chosen(app: str | None, kernel: str | None, argv=(), *, defaults=(), typed: str | None = None) -> Workload:

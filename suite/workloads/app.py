@@ -15,8 +15,8 @@ from vnetbench import apps
 from vnetbench.apps import parsers, worldsize, wrapper
 from vnetbench.apps.model import App
 from vnetbench.apps.output import TAIL_CHARS, Capture, last_lines
-from vnetbench.errors import UsageError
-from vnetbench.records import make_record
+from vnetbench.core.errors import UsageError
+from vnetbench.core.records import make_record
 
 from .base import Run, Workload
 
@@ -107,7 +107,7 @@ class AppWorkload(Workload):
         return self._record(run, "ok", "; ".join([f"exit 0; {_checked(self.app)}", *unread]), metrics=metrics, **ran)
 
     def _record(self, run: Run, status: str, detail: str, *, output: str = "", placement=(), metrics=None) -> dict:
-        from vnetbench import environment
+        from vnetbench.core import environment
 
         app, outcome, world = self.app, run.outcome, run.seen.get("world")
         metrics = dict(metrics or {})

@@ -10,7 +10,7 @@ the whole process tree, the store. ``to_request``/``from_request`` carry a workl
 import contextlib
 from abc import ABC, abstractmethod
 
-from vnetbench.records import new_run_id, now
+from vnetbench.core.records import new_run_id, now
 
 
 class Run:

@@ -1,13 +1,21 @@
 """A kernel of ``vnetbench.kernels`` as a workload: its checks, its rank-side command, and the record rank 0 prints."""
 
 import contextlib
+import json
+import sys
 
 from vnetbench import kernels
-from vnetbench.errors import UsageError
-from vnetbench.records import failure_record
+from vnetbench.core.errors import UsageError
+from vnetbench.core.records import failure_record
 
 from .base import Run, Workload
 
+
+
+def program(kernel: str, params: dict, context: dict) -> list[str]:
+    """The rank-side command; rank 0 prints its record as one JSON line on stdout."""
+    return [sys.executable, "-m", "vnetbench.kernels", kernel,
+            "--params", json.dumps(params, sort_keys=True), "--context", json.dumps(context, sort_keys=True)]
 
 class KernelWorkload(Workload):
     """The kernel ``name`` with ``params`` (its options; defaults fill what is not given)."""
@@ -21,7 +29,9 @@ class KernelWorkload(Workload):
         unknown = sorted(set(params or {}) - set(defaults))
         if unknown:
             raise UsageError(f"{unknown[0]}: not an option of kernel {name}")
-        self.name, self.params = name, {**defaults, **(params or {})}
+        merged = {**defaults, **(params or {})}
+        resolve = getattr(self.module, "resolve", None)
+        self.name, self.params = name, (resolve(merged) if resolve else merged)
 
     @classmethod
     def from_argv(cls, name: str, argv: list[str]) -> "KernelWorkload":
@@ -48,7 +58,7 @@ class KernelWorkload(Workload):
 
     @contextlib.contextmanager
     def ahead(self):
-        from vnetbench import environment
+        from vnetbench.core import environment
 
         environment.ask_source()  # git runs on another core while this one starts the launch
         try:
@@ -60,18 +70,16 @@ class KernelWorkload(Workload):
         return {"bind_requested": run.bind}
 
     def rank_argv(self, run: Run) -> list[str]:
-        from vnetbench.launch import kernel_program
-
         context = {"run_id": run.run_id, "repetition": run.repetition, "topology": run.realised.describe(),
                    "expected_placement": run.spec.expected_placement, "placement_labels": run.spec.placement_labels,
                    "launch": run.launch, **run.rank_options}
         if run.realised.ranks_share_this_hosts_files:
-            from vnetbench import environment
+            from vnetbench.core import environment
 
             # asked by the launcher rather than by rank 0: a git command is milliseconds on this host and seconds
             # of a TCG guest's CPU, while the other ranks spin in their bcast (``ahead`` began it)
             context["vnetbench_git"] = environment.source()
-        return kernel_program(self.name, self.params, context)
+        return program(self.name, self.params, context)
 
     def shown(self, argv: list[str]) -> str:
         import shlex

@@ -49,8 +49,9 @@ def test_sweep_native_and_a_vm_topology_then_report_and_compare_without_the_yaml
                      "--store", store, check=0)
     assert "lammps-lj: elapsed (s)" in done.stdout
     records = records_of(store)
+    # configurations alternate: every topology's first repetition, then every second
     assert [(r["topology"]["name"], r["repetition"], r["status"]) for r in records] == [
-        ("native", 0, "ok"), ("native", 1, "ok"), ("2vm-2vswitch", 0, "ok"), ("2vm-2vswitch", 1, "ok")]
+        ("native", 0, "ok"), ("2vm-2vswitch", 0, "ok"), ("native", 1, "ok"), ("2vm-2vswitch", 1, "ok")]
     vm = records[-1]
     # each rank saw itself inside its own emulated VM: own hostname, own namespace, an address of the topology
     assert [p["vm"] for p in vm["placement"]] == ["vm1", "vm2"]

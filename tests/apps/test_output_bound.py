@@ -11,7 +11,7 @@ import pytest
 from apps.conftest import app_file, leftovers
 from conftest import requires_mpi, vnetbench
 from vnetbench.apps.output import HEAD_LIMIT, TAIL_CHARS, TAIL_LIMIT
-from vnetbench.topologies.files import MAX_LINE
+from vnetbench.core.files import MAX_LINE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from store_memory import own_peak  # noqa: E402

@@ -18,7 +18,7 @@ import yaml
 from conftest import vnetbench
 from harness.ansible_run import ANSIBLE_DIR, Ansible, vnetbench_wheelhouse
 from vnetbench import topologies
-from vnetbench.store import Store
+from vnetbench.core.store import Store
 
 pytestmark = pytest.mark.timeout(900)
 

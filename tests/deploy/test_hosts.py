@@ -14,9 +14,10 @@ import pytest
 
 import vnetbench
 from conftest import json_lines, vnetbench as run_cli
-from vnetbench import runner, topologies
-from vnetbench.hostfacts import environment_path
-from vnetbench.store import Store
+from vnetbench import engine
+from vnetbench import topologies
+from vnetbench.core.hostfacts import environment_path
+from vnetbench.core.store import Store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,7 +133,7 @@ def test_a_kernel_runs_over_ssh_on_two_hosts(hosts, inventory, tmp_path):
     topology = topologies.load(f"inventory:{inventory}")
     store = tmp_path / "results.jsonl"
     with topologies.realise(topology) as up:
-        (record,) = runner.run_kernel("pingpong", TINY_PINGPONG, 2, store=store, bind="none", realised=up)
+        (record,) = engine.run_kernel("pingpong", TINY_PINGPONG, 2, store=store, bind="none", realised=up)
         hostfiles = Path(up._dir)
         assert len(list(hostfiles.iterdir())) == 1
     assert not hostfiles.exists()  # the temporary hostfile went with the realised topology
@@ -181,7 +182,7 @@ def test_a_run_on_a_host_that_stopped_answering_fails_naming_it(hosts, inventory
 def test_a_run_that_times_out_is_recorded_and_its_ranks_end_on_every_host(hosts, inventory):
     endless = {**TINY_PINGPONG, "max_size": 1 << 20, "iterations": 1_000_000}
     with topologies.realise(topologies.load(f"inventory:{inventory}")) as up:
-        (record,) = runner.run_kernel("pingpong", endless, 2, bind="none", timeout=4, realised=up)
+        (record,) = engine.run_kernel("pingpong", endless, 2, bind="none", timeout=4, realised=up)
     assert record["status"] == "timeout", record
     test_nothing_is_left_running_on_the_hosts(hosts)
 

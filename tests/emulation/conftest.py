@@ -56,7 +56,8 @@ class Used:
 @pytest.fixture
 def host_unchanged():
     """Yields ``use(name, ...)``: register each topology the test brings up (even indirectly)."""
-    from vnetbench.topologies import spec, state
+    from vnetbench.topologies.model import spec
+    from vnetbench.topologies.thishost import state
     from vnetbench.topologies.netns import life
 
     used = Used(snapshot())

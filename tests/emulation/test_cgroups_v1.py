@@ -14,7 +14,7 @@ pytestmark = [requires_netns, pytest.mark.timeout(240)]
 
 
 def _v1_host():
-    from vnetbench.topologies import cgroups
+    from vnetbench.topologies.thishost import cgroups
 
     return cgroups.mode() in ("v1", "hybrid") and cgroups.v1_root("cpuset") and cgroups.v1_root("memory")
 
@@ -24,7 +24,8 @@ requires_v1 = pytest.mark.skipif(not _v1_host(), reason="needs a cgroup v1 or hy
 
 @requires_v1
 def test_show_and_up_say_v1_and_up_makes_v1_groups(host_unchanged):
-    from vnetbench.topologies import cgroups, spec, state
+    from vnetbench.topologies.thishost import cgroups, state
+    from vnetbench.topologies.model import spec
 
     host_unchanged("2vm-1vswitch")
     shown = vnetbench("topology", "show", "2vm-1vswitch", check=0).stdout

@@ -21,7 +21,8 @@ pytestmark = [requires_netns, pytest.mark.timeout(240)]
 
 
 def state_of(name: str) -> dict:
-    from vnetbench.topologies import spec, state
+    from vnetbench.topologies.model import spec
+    from vnetbench.topologies.thishost import state
 
     return state.read(spec.load_topology(name).id)
 
@@ -140,14 +141,15 @@ def test_halo_across_4vm_4vswitch_puts_each_rank_in_its_vm(host_unchanged, tmp_p
 def test_a_rank_outside_its_vm_fails_validation(host_unchanged, tmp_path, monkeypatch):
     """The check is real: the same run, told to expect other addresses, comes out invalid."""
     host_unchanged("2vm-1vswitch")
-    from vnetbench import runner, topologies
+    from vnetbench import engine
+    from vnetbench import topologies
 
     topology = topologies.load("2vm-1vswitch")
     with topologies.realise(topology) as realised:
         spec = realised.launch(2)
         spec.expected_placement = list(reversed(spec.expected_placement))
         monkeypatch.setattr(realised, "launch", lambda ranks, bind=None: spec)
-        records = runner.run_kernel("pingpong", {"max_size": 64, "iterations": 50, "bw_iterations": 2}, 2,
+        records = engine.run_kernel("pingpong", {"max_size": 64, "iterations": 50, "bw_iterations": 2}, 2,
                                     realised=realised)
     assert records[0]["status"] == "invalid"
     assert "rank 0 runs on '2vm-1vswitch-vm1', expected '2vm-1vswitch-vm2'" in records[0]["validation"]["detail"]
@@ -168,7 +170,7 @@ def test_a_shaped_uplink_is_slower_than_an_unshaped_bridge(host_unchanged, tmp_p
 @requires_mpi
 def test_sigterm_during_a_run_leaves_nothing_behind(host_unchanged, tmp_path):
     host_unchanged('2vm-2vswitch')
-    from vnetbench.topologies import linux
+    from vnetbench.topologies.thishost import linux
 
     proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "run", "pingpong", "--topology", "2vm-2vswitch",
                              "--ranks", "2", "--iterations", "10000000", "--max-size", "8",
@@ -233,9 +235,9 @@ def _prterun_on(subnet: str) -> subprocess.CompletedProcess:
 def test_the_head_s_bridge_is_numbered_so_that_open_mpi_5_can_match_it(host_unchanged):
     """PMIx 5.0 reads an interface's index into an int16_t: Open MPI 5's mpirun finds no interface in a subnet
     whose bridge is numbered 32768 or above, and a host that has made many interfaces numbers every new one so
-    (vnetbench.topologies.linux). A bridge of the test's, numbered so, shows it; the head's bridge takes the lowest
+    (vnetbench.topologies.thishost.linux). A bridge of the test's, numbered so, shows it; the head's bridge takes the lowest
     free number instead - below a hole the test leaves, which the kernel, numbering upwards, would not give."""
-    from vnetbench.topologies import linux
+    from vnetbench.topologies.thishost import linux
 
     hole = _bridge("vnbtesthole")
     subprocess.run(["ip", "link", "del", "vnbtesthole"], check=True)
@@ -336,8 +338,8 @@ def test_the_agent_refuses_hosts_that_are_not_vms(host_unchanged):
 def test_bring_up_waits_for_a_link_s_carrier_and_names_one_that_never_comes(host_unchanged):
     """A topology is up when its links carry: linux.wait_running returns once a veth whose peer is up reports its
     carrier, and names one whose peer stays down (here, a pair of the test's own)."""
-    from vnetbench.errors import LaunchError
-    from vnetbench.topologies import linux
+    from vnetbench.core.errors import LaunchError
+    from vnetbench.topologies.thishost import linux
 
     subprocess.run(["ip", "link", "add", "vnbtestw0", "type", "veth", "peer", "name", "vnbtestw1"], check=True)
     try:

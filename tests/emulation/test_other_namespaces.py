@@ -39,8 +39,8 @@ def wait_marked(proc: subprocess.Popen) -> int:
 
 @pytest.mark.parametrize("private_run", [True, False], ids=["private-run", "same-run"])
 def test_a_guest_of_another_mount_namespace_is_ours_only_when_it_sees_our_state_root(private_run):
-    from vnetbench import procs
-    from vnetbench.topologies import state
+    from vnetbench.core import procs
+    from vnetbench.topologies.thishost import state
     from vnetbench.topologies.qemu import guests
 
     created = not state.RUN_DIR.exists()
@@ -65,7 +65,7 @@ def test_a_guest_of_another_mount_namespace_is_ours_only_when_it_sees_our_state_
 def test_a_vm_cgroup_whose_processes_see_another_state_root_is_not_an_orphan():
     """cgroups are the host's: a VM folder (vnb-ID-vm) whose process lives in a mount namespace with its
     own /run/vnetbench is that namespace's topology; cleanup here neither ends the process nor removes it."""
-    from vnetbench.topologies import cgroups, state
+    from vnetbench.topologies.thishost import cgroups, state
     from vnetbench.topologies.netns import life
 
     found, planned = cgroups.plan({"vm1": "vnb-abcd-vm1"})

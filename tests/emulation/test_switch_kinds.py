@@ -41,7 +41,7 @@ def load(ref: str, kind: str):
 @pytest.fixture
 def kinds_clean():
     """Yields ``use(ref, kind)``; takes down what is still up of them, cleans up, compares the host."""
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
     from vnetbench.topologies.netns import life
 
     before, used = snapshot(), []
@@ -157,7 +157,7 @@ def test_sigkill_then_cleanup_removes_ovs_bridges_and_stops_vnetbench_s_daemons(
     proc = subprocess.Popen([sys.executable, "-m", "vnetbench", "exec", "--topology", "2vm-2vswitch", "--switch",
                              "ovs", "--ranks", "2", "--", "sleep", "60"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
 
     try:
         deadline = time.monotonic() + 90

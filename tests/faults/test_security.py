@@ -147,15 +147,15 @@ def host_namespaces() -> dict:
 
 
 def topology_id(ref: str) -> str:
-    from vnetbench.topologies.spec import load_topology
+    from vnetbench.topologies.model.spec import load_topology
 
     return load_topology(ref).id
 
 
 def _longest(make) -> int:
     """The longest name the spec validator accepts where ``make(length)`` puts one."""
-    from vnetbench.errors import SpecError
-    from vnetbench.topologies.spec import from_dict
+    from vnetbench.core.errors import SpecError
+    from vnetbench.topologies.model.spec import from_dict
 
     longest = 0
     for length in range(1, 80):
@@ -518,7 +518,7 @@ AGENT_TOPOLOGY = {
 @pytest.fixture
 def vms(clean_host, tmp_path):
     """Two VMs on one switch, up by the real command; the state file is put back, and they go down, at the end."""
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
 
     spec_file = tmp_path / "agent.yaml"
     spec_file.write_text(json.dumps(AGENT_TOPOLOGY))

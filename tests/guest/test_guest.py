@@ -129,7 +129,7 @@ def test_the_run_leaves_the_hierarchy_as_it_was(guest):
 
 
 def test_a_failed_run_leaves_nothing_of_its_own_and_the_controllers_to_the_other(guest):
-    from vnetbench.topologies import spec
+    from vnetbench.topologies.model import spec
 
     tid = spec.load_topology("2vm-1vswitch").id  # the id comes from the name: the same in the guest
     failed = observed(guest, "failed_run")

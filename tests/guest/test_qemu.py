@@ -52,7 +52,7 @@ RUN_TIMEOUT = 240
 def why_not() -> str | None:
     if os.geteuid() != 0:
         return "needs root (taps, bridges)"
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
     from vnetbench.topologies.qemu import machine
 
     try:
@@ -72,14 +72,15 @@ def cli(*args, timeout: float = RUN_TIMEOUT, check: bool = False, env=None) -> s
 
 
 def state_of(path: Path) -> dict:
-    from vnetbench.topologies import load, state
+    from vnetbench.topologies import load
+    from vnetbench.topologies.thishost import state
 
     return state.read(load(str(path)).id)
 
 
 def ours(topology_id: str) -> dict:
     """What of this topology exists on the host: interfaces with its id, its guests' processes, its state."""
-    from vnetbench.topologies import state
+    from vnetbench.topologies.thishost import state
     from vnetbench.topologies.qemu import guests
 
     links = sorted(name for _, name in socket.if_nameindex() if name.startswith(f"vnb{topology_id}"))
@@ -92,7 +93,7 @@ NOTHING = {"links": [], "processes": [], "state": False}
 
 def qemus(topology_id: str) -> list[int]:
     """The QEMU processes of this topology's guests."""
-    from vnetbench.topologies import linux
+    from vnetbench.topologies.thishost import linux
 
     return [pid for pid in ours(topology_id)["processes"] if (linux.command_name(pid) or "").startswith("qemu-system")]
 
@@ -244,7 +245,7 @@ def test_the_guests_are_up_as_planned(guests):
 
 def placed_where_recorded(vm: dict, seen: dict) -> None:
     """Every thread of the guest's QEMU but its vCPUs on the VM's own cpus, as the record says, and /proc agrees."""
-    from vnetbench.topologies.host import format_cpulist, parse_cpulist
+    from vnetbench.topologies.thishost.host import format_cpulist, parse_cpulist
 
     placed, own = seen["threads"], format_cpulist(vm["cpus"])
     assert placed["emulator"]["cpus"] == own and placed["emulator"]["threads"] >= 1, placed

@@ -126,7 +126,7 @@ def parse(argv: list[str]) -> None:
 
         workloads.chosen(app, args.kernel, extra, typed=args.kernel)
     elif args.command == "sweep":
-        from vnetbench import sweep
+        from vnetbench.engine import sweep
 
         sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, extra, app=app)
 

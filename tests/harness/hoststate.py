@@ -24,13 +24,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-# vnetbench's names (topologies/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
+# vnetbench's names (topologies/thishost/fabric.py, topologies/netns/plan.py); other tiers' objects (the deploy
 # tier's sshd namespaces, "vnbt...") may come and go while tests run, and are left out of the comparison
 OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvuthg])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 SANDBOX_LANE = "VNETBENCH_TEST_SANDBOX_LANE"  # set by tests/harness/lanes.py in its second lane
 MARK = "VNETBENCH_TEST_OWNER"  # a Watch's token, inherited by every process the test starts
-# what vnetbench names its entries in the temporary places (suite/rundir.py, suite/jobs.py, the kvm probe, the
+# what vnetbench names its entries in the temporary places (suite/core/rundir.py, suite/engine/jobs.py, the kvm probe, the
 # numba cache's fallback); "vnbtest-" is the tests' own (a Watch's folder)
 OUR_TEMP = re.compile(r"^(vnetbench|vnb(?!test-))")
 # processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, of
@@ -52,7 +52,7 @@ def _considered(name) -> bool:
 
 def network() -> dict:
     """What vnetbench may change in the host's networking, cgroups and state, comparable with ==."""
-    from vnetbench.topologies import cgroups as hierarchy
+    from vnetbench.topologies.thishost import cgroups as hierarchy
 
     links = [l for l in _json("ip", "-j", "link", "show") if _considered(l["ifname"])]
     # cgroups are the host's, in no namespace: where tests/harness/lanes.py cannot give its sandbox lane cgroups
@@ -182,8 +182,8 @@ def _in_use(path: str) -> bool:
     ranks), or a vnetbench segment directory whose job's owner is alive."""
     name = os.path.basename(path)
     if name.startswith("vnetbench-job-"):
-        from vnetbench.procs import start_time
-        from vnetbench.rundir import state_root
+        from vnetbench.core.procs import start_time
+        from vnetbench.core.rundir import state_root
 
         try:
             owner = json.loads((state_root() / "jobs" / name.removeprefix("vnetbench-job-") / "owner.json").read_text())

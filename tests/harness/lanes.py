@@ -172,7 +172,7 @@ LANE_CGROUP = "vnbtest-sandbox-lane"
 def lane_cgroups() -> list[Path]:
     """The sandbox lane's cgroups, made (cpuset's with its parent's cpus and nodes); [] where vnetbench's
     VM folders are not v1 folders nested in this process's cgroups (v2: the lanes then share them)."""
-    from vnetbench.topologies import cgroups
+    from vnetbench.topologies.thishost import cgroups
 
     if cgroups.mode() not in ("v1", "hybrid"):
         return []

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench.procs import kill
+from vnetbench.core.procs import kill
 
 from .lifecycle import Lifecycle, links as _links, netns_pids as _netns_pids, run as _run
 

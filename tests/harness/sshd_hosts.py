@@ -29,8 +29,8 @@ from pathlib import Path
 
 import yaml
 
-from vnetbench.procs import kill
-from vnetbench.topologies import linux
+from vnetbench.core.procs import kill
+from vnetbench.topologies.thishost import linux
 
 from .lifecycle import Lifecycle, links as _links, netns_names as _netns_names, netns_pids as _netns_pids, run
 
@@ -223,7 +223,7 @@ class SshdHosts(Lifecycle):
     def _make_network(self) -> None:
         prefix = self.network.prefixlen
         # mpirun on this host reaches the hosts from this bridge's address: numbered as the product numbers a
-        # topology's head bridge, so that Open MPI 5's launcher can match it (vnetbench.topologies.linux)
+        # topology's head bridge, so that Open MPI 5's launcher can match it (vnetbench.topologies.thishost.linux)
         linux.add_bridge(self.bridge)
         self._made_links.append(self.bridge)
         _run(["ip", "addr", "add", f"{self.gateway}/{prefix}", "dev", self.bridge])

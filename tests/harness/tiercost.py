@@ -124,7 +124,7 @@ def _cpuacct() -> Path | None:
     ("cpu,cpuacct", one folder for both), a lane's group would also be a group of the CPU scheduler, and the lanes
     would then share the CPU half and half, not as their processes would - the meter would change what it
     measures."""
-    from vnetbench.topologies import cgroups
+    from vnetbench.topologies.thishost import cgroups
 
     root = cgroups.v1_root("cpuacct")
     return None if root is None or root == cgroups.v1_root("cpu") else root

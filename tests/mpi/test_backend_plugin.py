@@ -14,7 +14,7 @@ import pytest
 
 from conftest import mpi_env, requires_mpi
 from harness import hoststate
-from vnetbench import procs
+from vnetbench.core import procs
 from vnetbench.topologies.base import PLUGIN_GROUP
 
 pytestmark = [requires_mpi, pytest.mark.timeout(120)]
@@ -30,11 +30,11 @@ import sys
 import time
 from pathlib import Path
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.topologies.base import Backend, HostReport, LaunchSpec, register
-from vnetbench.topologies.binding import binding
-from vnetbench.topologies.host import usable_cpus
-from vnetbench.topologies.intent import Intent, one_host_transport
+from vnetbench.topologies.launch.binding import binding
+from vnetbench.topologies.thishost.host import usable_cpus
+from vnetbench.topologies.launch.intent import Intent, one_host_transport
 
 STATE = Path(os.environ["TOYHOST_STATE"])
 

@@ -108,3 +108,52 @@ def test_refuses_boxes_thinner_than_cutoff_plus_skin(tmp_path):
     done, record = direct_launch("md", 2, ["--cells", "3"], tmp_path)
     assert done.returncode == 2 and record is None
     assert "--cells" in done.stderr and "--cutoff" in done.stderr
+
+
+# PME on the same 1,372 atoms, a coarse grid (24^3: spacing 0.5) so that 4 oversubscribed ranks stay quick
+PME = [*SMALL[:2], "--steps", "40", "--rebuild-every", "10", "--thermo-every", "20", "--electrostatics", "pme",
+       "--pme-spacing", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def pme_runs(tmp_path_factory):
+    out = {}
+    for ranks, extra in ((1, []), (2, []), (4, []), ("2 every 2", ["--pme-every", "2"])):
+        n = ranks if isinstance(ranks, int) else 2
+        done, record = direct_launch("md", n, [*PME, *extra], tmp_path_factory.mktemp(f"pme{n}"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        out[ranks] = record
+    return out
+
+
+def test_pme_gives_the_same_energies_at_one_two_and_four_ranks(pme_runs):
+    energies = {ranks: np.array([[row["pe"], row["ke"], row["coul"]] for row in record["metrics"]["thermo"]])
+                for ranks, record in pme_runs.items()}
+    for ranks in (2, 4):
+        assert np.allclose(energies[ranks], energies[1], rtol=AGREE, atol=0), (energies[ranks], energies[1])
+    # the charges do something: the Coulomb energy is a real part of the potential, and it moves as the lattice melts
+    assert energies[1][0, 2] < -0.5 and abs(energies[1][-1, 2] - energies[1][0, 2]) > 1e-3
+    # every 2 steps: the same start, then another (nearby) trajectory
+    assert np.allclose(energies["2 every 2"][0], energies[2][0], rtol=AGREE, atol=0)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, "2 every 2"])
+def test_pme_runs_validate_conserve_and_record_their_phases(pme_runs, ranks):
+    record = pme_runs[ranks]
+    assert record["status"] == "ok", record["validation"]
+    m = record["metrics"]
+    assert m["electrostatics"] == "pme" and m["pme_grid"] == [24, 24, 24] and m["pme_order"] == 4
+    assert abs(m["energy_drift"]) < 5e-3
+    every = 2 if ranks == "2 every 2" else 1
+    assert m["pme_every"] == every and m["pme_evaluations"] == 40 // every
+    for phase in ("pme_spread_s", "pme_fft_s", "pme_solve_s", "pme_gather_s"):
+        assert 0 < m[phase] < m["elapsed_s"]
+    if ranks == 1:  # nothing to send: the slab is the whole grid
+        assert m["messages_checked"] == 0 and m["pme_transpose_bytes"] == 0 and m["pme_halo_bytes"] == 0
+    else:
+        # a transpose sends each rank's share of the other ranks' half-spectrum (24 x 24 x 13 complex values),
+        # forward and back, with a checksum per block
+        n = 4 if ranks == 4 else 2
+        per_evaluation = 2 * (24 * 24 * 13 * 16 * (n - 1) / n + 8 * (n - 1))
+        assert m["pme_transpose_bytes"] == pytest.approx(m["pme_evaluations"] * per_evaluation, rel=0.05)
+        assert m["pme_halo_bytes"] > 0

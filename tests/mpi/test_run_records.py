@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import direct_launch, json_lines, requires_mpi, vnetbench
-from vnetbench import environment
+from vnetbench.core import environment
 from vnetbench.kernels.counters import EVENTS
 
 pytestmark = [requires_mpi, pytest.mark.timeout(120)]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import requires_mpi, vnetbench
-from vnetbench import studies
+from vnetbench.engine import studies
 from vnetbench.analysis import records
 from vnetbench.mpi import usable_cpus
 

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from vnetbench import flavours, linkage, mpiselect
+from vnetbench.mpi import selection as mpiselect
+from vnetbench.mpi import linkage
+from vnetbench.mpi import flavours
 
 from .conftest import BIN, FLAVOURS, LIBRARY_FILE, TINY, cli, launcher_of
 from .conftest import LAUNCHERS_OF as LAUNCHERS
@@ -148,13 +150,15 @@ def test_ranks_that_are_singletons_fail_the_run():
     """The last guard: Hydra starting ranks whose mpi4py loads Open MPI gives two worlds of one rank."""
     if not os.access(LAUNCHERS["mpich"], os.X_OK):
         pytest.skip("MPICH is missing")
-    from vnetbench import runner, topologies
+    from vnetbench import engine, topologies
+    from vnetbench.workloads.kernel import KernelWorkload
 
     hydra = flavours.detect(LAUNCHERS["mpich"])  # the library API, below the --mpi check
     with topologies.realise(topologies.load("native")) as up:
         spec = up.launch(2, None)
-        params = {**runner.prepare("allreduce", None, 2)[1], "max_size": 64, "iterations": 5, "large_iterations": 2}
-        record = runner.run_once(up, spec, "allreduce", params, 2, 0, 60, launcher=hydra)
+        workload = KernelWorkload("allreduce", {"max_size": 64, "iterations": 5, "large_iterations": 2})
+        workload.check(2)
+        record = engine.run_once(workload, up, spec, 2, 0, 60, hydra)
     assert record["status"] == "failed"
     assert "ranks saw a world of 1 rank(s) (2 result(s)), but 2 were launched with MPICH" in \
         record["validation"]["detail"], json.dumps(record["validation"])

@@ -33,8 +33,11 @@ def hosts():
 
 
 def test_hello_on_two_hosts(flavour, hello_of, hosts):
-    from vnetbench import flavours, jobs, launch, mpiselect, topologies
-    from vnetbench.records import new_run_id
+    from vnetbench.engine import jobs, launch
+    from vnetbench import topologies
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.mpi import flavours
+    from vnetbench.core.records import new_run_id
 
     hello = hello_of(flavour)
     launcher = mpiselect.find("openmpi") if flavour == "openmpi5" else flavours.detect(LAUNCHERS[flavour])
@@ -67,13 +70,14 @@ def _check(hosts, venv: str, *extra) -> tuple[int, list[dict], str]:
 
 def allreduce_on_hosts(hosts, mpi: str, name: str) -> dict:
     """One allreduce of 2 ranks on h0 and h1 with ``--mpi mpi``: its record."""
-    from vnetbench import runner, topologies
+    from vnetbench import engine
+    from vnetbench import topologies
 
     inventory = hosts.write_inventory(hosts.dir / f"inventory-{name}.yml", {"compute": ["h0", "h1"]},
                                       all_vars={"vnetbench_venv": sys.prefix})
     params = {"max_size": 4096, "iterations": 10, "large_iterations": 3}
     with topologies.realise(topologies.load(f"inventory:{inventory}")) as up:
-        (record,) = runner.run_kernel("allreduce", params, 2, bind="none", timeout=90, realised=up, mpi=mpi)
+        (record,) = engine.run_kernel("allreduce", params, 2, bind="none", timeout=90, realised=up, mpi=mpi)
     return record
 
 
@@ -106,7 +110,7 @@ def test_each_host_finds_the_library_where_it_has_it(hosts, tmp_path):
         record = allreduce_on_hosts(hosts, str(prefix / "bin" / "mpiexec"), "site")
     finally:
         hosts.restart_sshd(hosts["h1"])
-        from vnetbench.rundir import state_root
+        from vnetbench.core.rundir import state_root
 
         for made in (state_root() / ".cache").glob("mpilib-*"):  # h1's link, kept for later runs, goes with the test
             if os.path.islink(made / "libmpi.so.12") and str(tmp_path) in os.readlink(made / "libmpi.so.12"):

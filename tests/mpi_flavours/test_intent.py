@@ -2,8 +2,8 @@
 
 import pytest
 
-from vnetbench import flavours
-from vnetbench.errors import LaunchError
+from vnetbench.mpi import flavours
+from vnetbench.core.errors import LaunchError
 
 
 def test_an_emulated_topology_s_arguments_become_an_intent():

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from vnetbench import jobs
+from vnetbench.engine import jobs
 from vnetbench.mpi import run_env
 
 from .conftest import LAUNCHERS_OF, LIBRARY_FILE
@@ -48,7 +48,7 @@ def test_the_ranks_segments_are_in_the_job_s_directory_and_go_with_it(flavour, v
 def test_a_killed_vnetbench_s_job_is_swept_with_its_segment_directory():
     run_id = f"test-{uuid.uuid4().hex[:12]}"
     # a process that enters a job and dies without ending it, as vnetbench killed with SIGKILL would
-    code = ("import os, signal, sys; from vnetbench import jobs; job = jobs.Job(sys.argv[1]).__enter__(); "
+    code = ("import os, signal, sys; from vnetbench.engine import jobs; job = jobs.Job(sys.argv[1]).__enter__(); "
             "print(job.env()['OMPI_MCA_btl_sm_backing_directory'], flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     done = subprocess.run([sys.executable, "-c", code, run_id], capture_output=True, text=True, timeout=30)
     segments = done.stdout.strip()

@@ -56,7 +56,7 @@ def nothing_left():
 
 def job_dirs() -> set[str]:
     """vnetbench's job directories (jobs.py: one per MPI job, under the state root)."""
-    from vnetbench.rundir import state_root
+    from vnetbench.core.rundir import state_root
 
     folder = state_root() / "jobs"
     try:
@@ -66,7 +66,7 @@ def job_dirs() -> set[str]:
 
 
 def owner_alive(path: str) -> bool:
-    from vnetbench.procs import start_time
+    from vnetbench.core.procs import start_time
 
     try:
         owner = json.loads(open(os.path.join(path, "owner.json")).read())

@@ -514,7 +514,7 @@ def test_srun_the_site_cannot_do_is_refused_before_submitting(cluster, tmp_path)
 
 
 def test_srun_starts_mpich_ranks_with_pmi2(cluster, tmp_path):
-    # the tests' own venv: --mpi mpich makes the ranks load MPICH's library (vnetbench.mpilib)
+    # the tests' own venv: --mpi mpich makes the ranks load MPICH's library (vnetbench.core.mpilib)
     if shutil.which("mpiexec.mpich") is None:
         pytest.skip("MPICH is not installed (Debian: apt-get install mpich libmpich-dev)")
     done = subprocess.run([sys.executable, "-m", "vnetbench", "run", "pingpong", "--ranks", "2", "--mpi", "mpich",

@@ -9,8 +9,8 @@ import pytest
 
 from vnetbench import apps
 from vnetbench.workloads.app import read_output
-from vnetbench.apps.workload import AppWorkload
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.apps.workload import AppContract
+from vnetbench.core.errors import SpecError, UsageError
 
 GOOD = """\
 name: lammps-lj
@@ -145,7 +145,7 @@ def test_missing_success_pattern_declared_metric_and_parsed_table_are_problems(t
 
 def test_an_apps_workload_fills_the_kernel_contract_from_its_declaration(tmp_path):
     app = apps.load(write(tmp_path, GOOD))
-    workload = AppWorkload(app.name, app.declaration())
+    workload = AppContract(app.name, app.declaration())
     m = {"elapsed_s": 1.5, "loop_time": 1.2, "loop_time_s": 1.2, "atoms": 32000}
     declared = {metric.name: (metric.unit, metric.better, value) for metric, value in workload.metrics(m)}
     assert declared["elapsed_s"] == ("s", "lower", 1.5) and declared["loop_time"] == ("s", "lower", 1.2)

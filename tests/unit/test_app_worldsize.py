@@ -5,7 +5,7 @@ import json
 import os
 
 from vnetbench.apps import worldsize, wrapper
-from vnetbench.jobs import ENV
+from vnetbench.core.rundir import JOB_ENV as ENV
 
 BUILT = worldsize.Guard("/cache/worldsize-0123.so")
 MPICH = "MPICH Version:\t4.0.2\nMPICH Release date:\tThu Apr  7 12:34:45 CDT 2022\n"

@@ -1,24 +1,23 @@
 """The explicit backend interface: one registry by name, an intent every launcher flavour renders, and
-topologies/ standing below the runtime (it imports only the leaf modules)."""
+topologies/ standing below the runtime (tests/unit/test_layers.py)."""
 
-import ast
 import ipaddress
 from pathlib import Path
 
 import pytest
 
-from vnetbench import flavours, launch, topologies
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.engine import launch
+from vnetbench import topologies
+from vnetbench.mpi import flavours
+from vnetbench.core.errors import SpecError, UsageError
 from vnetbench.topologies import base
 from vnetbench.topologies.netns import plan
-from vnetbench.topologies.host import HostFacts
-from vnetbench.topologies.intent import Intent, prrte_args
-from vnetbench.topologies.spec import load_topology
+from vnetbench.topologies.thishost.host import HostFacts
+from vnetbench.topologies.launch.intent import Intent, prrte_args
+from vnetbench.topologies.model.spec import load_topology
 
 SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 ROOT = Path(__file__).resolve().parents[2]
-LEAVES = {"errors", "procs", "registry", "rundir"}  # vnetbench modules below every layer
-DATA = {"records", "store"}  # the data layer a backend may use (a batch job's records)
 
 
 @pytest.mark.parametrize("name", base.names())
@@ -29,7 +28,7 @@ def test_every_registered_backend_is_a_backend_class_of_its_name(name):
 
 @pytest.mark.parametrize("name", base.names())
 def test_the_spec_model_accepts_exactly_the_registry_s_names(name):
-    from vnetbench.topologies.spec import from_dict
+    from vnetbench.topologies.model.spec import from_dict
 
     data = {"name": "t", "backend": name}
     try:
@@ -41,8 +40,8 @@ def test_the_spec_model_accepts_exactly_the_registry_s_names(name):
 
 
 def test_an_unknown_backend_is_refused_naming_those_available():
-    with pytest.raises(UsageError, match=rf"^backend: 'vmware' is not available in this vnetbench; "
-                                         rf"available: {', '.join(base.names())}$"):
+    with pytest.raises(UsageError, match=rf"^backend: unknown backend 'vmware'; "
+                                         rf"choose from {', '.join(base.names())}$"):
         topologies.backend("vmware")
 
 
@@ -83,14 +82,14 @@ def test_a_plugin_s_entry_point_may_name_its_module_or_an_object_in_it(monkeypat
               EntryPoint("netns", "elsewhere", base.PLUGIN_GROUP),  # an in-tree name is never taken over
               EntryPoint("broken", "toyplug_absent", base.PLUGIN_GROUP)]
     monkeypatch.setattr("importlib.metadata.entry_points", lambda group: [p for p in points if p.group == group])
-    monkeypatch.setattr(base, "_PLUGINS", None)
-    assert base._plugins() == {"toy": base.Entry("toyplug"), "toy2": base.Entry("toyplug"),
+    monkeypatch.setattr(base.BACKENDS, "_plugins", None)
+    assert base.BACKENDS.plugins() == {"toy": base.Entry("toyplug"), "toy2": base.Entry("toyplug"),
                                "broken": base.Entry("toyplug_absent")}
     assert base.names()[-3:] == ("toy", "toy2", "broken") and base.prefix_owner("toy2") == "toy2"
     with pytest.raises(UsageError, match=r"backend: 'broken': its module toyplug_absent \(entry point group "
                                          r"vnetbench.backends\) does not import: No module named 'toyplug_absent'"):
         topologies.backend("broken")
-    monkeypatch.setattr(base, "_PLUGINS", None)
+    monkeypatch.setattr(base.BACKENDS, "_plugins", None)
 
 
 def test_native_loads_without_the_spec_model():
@@ -115,7 +114,7 @@ def test_a_yaml_topology_naming_its_backend_loads_only_that_backend(tmp_path):
                     "  - {name: vm2, vcpus: 1, memory: 64MB, switch: s1}\n")
     probe = ("import sys; from vnetbench import topologies; from vnetbench.topologies import base; "
              "t = topologies.load(sys.argv[1]); "
-             "print(t.backend, 'vnetbench.topologies.hosts' in sys.modules, base._PLUGINS is not None)")
+             "print(t.backend, 'vnetbench.topologies.hosts' in sys.modules, base.BACKENDS._plugins is not None)")
     out = subprocess.run([sys.executable, "-c", probe, str(spec)], capture_output=True, text=True, timeout=60,
                          check=True).stdout
     assert out.split() == ["netns", "False", "False"]
@@ -179,43 +178,3 @@ def test_every_flavour_carries_out_the_backend_s_intent():
 def test_an_intent_without_hosts_is_this_host_alone():
     assert prrte_args(Intent(ranks=4, bind="none", oversubscribe=True, mca={"mpi_yield_when_idle": "1"})) == [
         "-n", "4", "--map-by", ":OVERSUBSCRIBE", "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
-
-
-def _vnetbench_imports(path: Path) -> set[str]:
-    """The vnetbench modules ``path`` imports (absolute imports; relative ones stay in its package), but for
-    those of the functions its ``SHIPPED`` names: their source runs on another host, importing that host's."""
-    tree = ast.parse(path.read_text())
-    shipped = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHIPPED" for t in node.targets):
-            shipped = set(ast.literal_eval(node.value))
-    skipped = {id(inner) for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in shipped
-               for inner in ast.walk(node)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vnetbench"):
-            parts = node.module.split(".")
-            if len(parts) > 1:
-                found.add(parts[1])
-            else:
-                found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("vnetbench."))
-    return found
-
-
-@pytest.mark.parametrize("path", sorted((ROOT / "topologies").rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(ROOT / "topologies")))
-def test_topologies_import_no_runtime_module(path):
-    upward = _vnetbench_imports(path) - LEAVES - DATA - {"topologies"}
-    assert not upward, f"{path.name} imports vnetbench.{', vnetbench.'.join(sorted(upward))}"
-
-
-@pytest.mark.parametrize("leaf", sorted(LEAVES))
-def test_the_leaf_modules_import_only_each_other(leaf):
-    source = (ROOT / "suite" / f"{leaf}.py").read_text()
-    relative = {node.module for node in ast.walk(ast.parse(source))
-                if isinstance(node, ast.ImportFrom) and node.level == 1}
-    assert relative <= LEAVES | {None}, relative

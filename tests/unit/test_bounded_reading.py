@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import vnetbench
-from vnetbench.store import Store
-from vnetbench.topologies.files import MAX_LINE
+from vnetbench.core.store import Store
+from vnetbench.core.files import MAX_LINE
 
 STORES = Path(__file__).resolve().parent.parent / "data" / "stores"
 sys.path.insert(0, str(STORES))

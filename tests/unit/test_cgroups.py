@@ -5,7 +5,7 @@ The v2 path itself runs for real in the guest tier (tests/guest); the v1 path in
 
 import json
 
-from vnetbench.topologies import cgroups
+from vnetbench.topologies.thishost import cgroups
 from vnetbench.topologies.netns import view
 
 V2 = {"cpuset": {"vm1": "/sys/fs/cgroup/vnb-abcd-vm1"}, "memory": {"vm1": "/sys/fs/cgroup/vnb-abcd-vm1"}}

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from vnetbench import environment
+from vnetbench.core import environment
 
 
 def test_cpu_state_reads_governor_boost_and_smt(tmp_path):
@@ -120,7 +120,7 @@ def test_source_writes_nothing_into_the_checkout(monkeypatch, tmp_path):
         return
     # root writes anywhere the mode forbids it: a read-only bind mount, in a mount namespace of its own
     os.utime(tmp_path / "x.py", ns=(2 * 10**18, 2 * 10**18))
-    probe = (f"import json; from pathlib import Path; from vnetbench import environment; "
+    probe = (f"import json; from pathlib import Path; from vnetbench.core import environment; "
              f"environment.SOURCE = Path({str(tmp_path)!r}); print(json.dumps(environment.source()))")
     git_dir = str(tmp_path / ".git")
     done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",

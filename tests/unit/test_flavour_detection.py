@@ -3,7 +3,7 @@ asked in turn, as ``flavours.detect`` does (the real launchers are asked in test
 
 import pytest
 
-from vnetbench import flavours
+from vnetbench.mpi import flavours
 
 INTEL = "Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)\nCopyright 2003-2023"
 OUTPUTS = [

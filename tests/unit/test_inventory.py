@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import validation
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.topologies.model import validation
 from vnetbench.topologies.hosts import HostsBackend
 from vnetbench.topologies.hosts.model import from_file
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 from vnetbench.topologies.hosts import HostsBackend, ansible_inventory
 
 

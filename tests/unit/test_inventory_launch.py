@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import hostcheck
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.topologies.launch import hostcheck
 from vnetbench.topologies.base import HostReport
 from vnetbench.topologies.hosts import HostsBackend, remote
 from vnetbench.topologies.hosts.model import HostsTopology, Read, Ssh, from_read, from_vms

@@ -4,11 +4,13 @@ import json
 
 import pytest
 
-from vnetbench import kernels, launch, mpi
-from vnetbench.errors import UsageError
-from vnetbench.topologies.binding import binding
+from vnetbench import kernels, mpi
+from vnetbench.engine import launch
+from vnetbench.workloads import kernel as kernel_workload
+from vnetbench.core.errors import UsageError
+from vnetbench.topologies.launch.binding import binding
 from vnetbench.topologies.local import LocalRealised
-from vnetbench.topologies.spec import load_topology
+from vnetbench.topologies.model.spec import load_topology
 
 
 def test_ranks_that_fit_are_bound_to_cores():
@@ -37,7 +39,7 @@ def test_core_binding_beyond_cores_is_refused():
 def test_native_launch_argv_is_an_argv_list():
     realised = LocalRealised(load_topology("native"))
     spec = realised.launch(8)
-    program = launch.kernel_program("halo", {"steps": 3}, {"run_id": "x"})
+    program = kernel_workload.program("halo", {"steps": 3}, {"run_id": "x"})
     argv = launch.mpirun_argv(spec, program)
     assert argv[0] == str(mpi.mpirun())
     assert argv[1:3] == ["-n", "8"]
@@ -85,7 +87,7 @@ def test_record_lines_are_recognised_and_other_output_is_not():
 
 def test_native_fast_path_describes_native_exactly_as_the_spec_model_does():
     from vnetbench import topologies
-    from vnetbench.topologies.spec import load_topology
+    from vnetbench.topologies.model.spec import load_topology
 
     fast = topologies.load("native")
     assert fast.to_dict() == load_topology("native").to_dict()

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.kernels import _md_loops as loops
 from vnetbench.kernels import _md_physics as physics
 from vnetbench.kernels import defaults, md, parse_params

@@ -1,4 +1,4 @@
-"""The MPI library of a launcher (vnetbench.mpilib): found in its installation, selected for the mpi4py wheel,
+"""The MPI library of a launcher (vnetbench.core.mpilib): found in its installation, selected for the mpi4py wheel,
 and checked against what MPI_Get_library_version says. Installations are folders made here; the real MPIs are
 in tests/mpi_flavours."""
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from vnetbench import mpilib
+from vnetbench.core import mpilib
 from vnetbench.kernels.__main__ import _named_mpi
 
 MULTIARCH = f"{os.uname().machine}-linux-gnu"
@@ -130,7 +130,7 @@ def test_the_wheel_module_s_soname_is_selected_by_path(tmp_path):
 
 
 def test_a_renamed_library_gets_a_private_link_first_on_the_launchers_path(tmp_path, monkeypatch):
-    monkeypatch.setattr("vnetbench.rundir.state_root", lambda: tmp_path / "state")
+    monkeypatch.setattr("vnetbench.core.rundir.state_root", lambda: tmp_path / "state")
     real = tmp_path / "libmpich.so.12.2.2"
     real.write_bytes(b"\x7fELF")
     library = mpilib.Library(str(real), "mpich", "libmpich.so.12", "prefix /usr")
@@ -152,8 +152,10 @@ def test_the_rank_reads_what_mpi_named_from_its_context():
 def test_an_mpi4py_built_from_source_keeps_its_one_mpi(monkeypatch):
     """Not the wheel (an MPI outside both ABIs, built with MPICC=...): the ranks load what it was built against,
     so kernels are refused a launcher of another family, as a program is, and nothing is selected on the ranks."""
-    from vnetbench import flavours, linkage, mpiselect
-    from vnetbench.errors import UsageError
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.mpi import linkage
+    from vnetbench.mpi import flavours
+    from vnetbench.core.errors import UsageError
 
     launchers = {"openmpi": flavours.OpenMPI5("/v/bin/mpirun", "5.0.11"),
                  "mpich": flavours.Mpich("/site/bin/mpiexec.hydra", "4.1.2")}

@@ -7,9 +7,9 @@ directories written by the test (node*/cpulist), read by the same NodeMap.read()
 
 import pytest
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.kernels.numa import NodeMap, check_policy
-from vnetbench.topologies.host import parse_cpulist
+from vnetbench.topologies.thishost.host import parse_cpulist
 
 
 def fake_sysfs(tmp_path, layout: dict[int, str]):

@@ -49,7 +49,7 @@ def test_allreduce_prints_what_osu_allreduce_f_prints_but_its_datatype():
 def test_kernels_without_an_osu_counterpart_are_refused_up_front():
     import pytest
 
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     with pytest.raises(UsageError, match=r"--format: osu is for kernels with an OSU counterpart \(.*pingpong.*\), not halo"):
         formats.check_run("osu", "halo")

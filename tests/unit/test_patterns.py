@@ -9,7 +9,7 @@ import pytest
 
 from vnetbench import apps
 from vnetbench.apps import patterns
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")  # re's, on [[:alpha:]]
 CATASTROPHIC_LINE = "a" * 40 + "!\n"

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from vnetbench.analysis import compare, report, tables
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import base, fabric, state
-from vnetbench.topologies.host import HostFacts
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.topologies import base
+from vnetbench.topologies.thishost import fabric, state
+from vnetbench.topologies.thishost.host import HostFacts
 from vnetbench.topologies.qemu import guests, model, plan, sshd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "data" / "stores"))
@@ -129,7 +130,7 @@ def test_a_state_of_guests_names_only_what_vnetbench_makes():
 
 
 def test_ranks_reach_the_guests_over_ssh_as_on_hosts(tmp_path):
-    from vnetbench.flavours import OpenMPI4, OpenMPI5
+    from vnetbench.mpi.flavours import OpenMPI4, OpenMPI5
 
     lay = plan.layout(qemu(vms=2), TWO_CPUS, ipaddress.IPv4Network("10.213.9.0/24"))
     files = []

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench.errors import SpecError
-from vnetbench.topologies.host import HostFacts, node_memory
+from vnetbench.core.errors import SpecError
+from vnetbench.topologies.thishost.host import HostFacts, node_memory
 from vnetbench.topologies.qemu import dry, guests, machine, model, plan, probe
 
 TWO_CPUS = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
@@ -178,7 +178,8 @@ def test_dry_run_shows_the_kvm_guests_qemu_argv(tmp_path):
     assert sum(line.startswith("ip tuntap add dev ") for line in lines) == 2
     assert any(line.startswith("tc qdisc add dev ") for line in lines)
     # nothing was made: no state, no interface of it
-    from vnetbench.topologies import load, state
+    from vnetbench.topologies import load
+    from vnetbench.topologies.thishost import state
 
     assert state.read(load("qemu:2vm-2vswitch?accel=kvm").id) is None
 
@@ -202,8 +203,13 @@ def test_a_mapping_of_the_guests_size_is_found_and_read_from_numa_maps():
 
     if not Path("/proc/self/numa_maps").exists():
         pytest.skip("this kernel has no numa_maps (CONFIG_NUMA)")
-    size = 40 << 20  # an odd size, the only mapping of it: as a guest's RAM in its QEMU
+    # an odd size, the only mapping of it in this process (other tests' arrays come in round sizes): as a guest's
+    # RAM in its QEMU
+    size = (40 << 20) + 7 * 4096
     ram = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    # flags of its own, so that the kernel does not merge it with a neighbouring anonymous mapping of this process
+    # (pages touched there counted as its own)
+    ram.madvise(mmap.MADV_NOHUGEPAGE)
     try:
         for offset in range(0, 8 << 20, 4096):  # touch 8 MiB of it
             ram[offset] = 1

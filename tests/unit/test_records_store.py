@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from vnetbench.errors import StoreError, UsageError
-from vnetbench.records import SCHEMA_VERSION, check_record, failure_record, make_record
-from vnetbench.store import Store
+from vnetbench.core.errors import StoreError, UsageError
+from vnetbench.core.records import SCHEMA_VERSION, check_record, failure_record, make_record
+from vnetbench.core.store import Store
 
 
 def sample(**overrides):

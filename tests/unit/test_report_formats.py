@@ -48,7 +48,7 @@ def test_report_and_compare_offer_what_the_registry_lists():
 
 
 def test_an_unknown_format_is_bad_input():
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     with pytest.raises(UsageError, match="--format: unknown format 'yaml'; choose from table, markdown"):
         formats.get("yaml")

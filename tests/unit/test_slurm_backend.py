@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vnetbench.errors import UsageError
-from vnetbench.topologies.intent import Intent
+from vnetbench.core.errors import UsageError
+from vnetbench.topologies.launch.intent import Intent
 from vnetbench.topologies.slurm import allocation, spec
 from vnetbench.topologies.slurm.cluster import Cluster, job_facts
 from vnetbench.topologies.slurm.jobs import effective_state, status_of
@@ -149,7 +149,7 @@ def test_a_forgotten_jobs_work_directory_says_how_it_ended(tmp_path):
 
 def test_a_yaml_topology_is_validated_by_the_spec_machinery_naming_file_line_and_field(tmp_path):
     from vnetbench import topologies
-    from vnetbench.errors import SpecError
+    from vnetbench.core.errors import SpecError
 
     path = tmp_path / "t.yaml"
     at = re.escape(str(path))
@@ -188,9 +188,9 @@ def test_the_job_script_runs_the_runtimes_command_on_the_request(tmp_path):
     from vnetbench.topologies.slurm.jobs import job_name, script
 
     request = tmp_path / "a dir" / "request.json"
-    text = script(["/opt/py thon", "-m", "vnetbench.batchjob"], request)
+    text = script(["/opt/py thon", "-m", "vnetbench.engine.batchjob"], request)
     assert text.startswith("#!/bin/sh\n")
-    assert f"exec '/opt/py thon' -m vnetbench.batchjob '{request}'" in text.splitlines()
+    assert f"exec '/opt/py thon' -m vnetbench.engine.batchjob '{request}'" in text.splitlines()
     assert job_name({"record": {"kernel": "my app; rm"}}) == "vnetbench-my_app__rm"
 
 
@@ -229,7 +229,7 @@ def test_a_ledger_entry_is_trusted_only_as_a_sweep_writes_it():
 
 
 def test_srun_gives_the_ranks_the_transport_settings_in_their_own_mpis_names(monkeypatch):
-    from vnetbench import flavours
+    from vnetbench.mpi import flavours
     from vnetbench.topologies.slurm import SlurmBackend
 
     monkeypatch.setattr(allocation, "site_pmis", lambda: frozenset({"pmix", "pmi2"}))

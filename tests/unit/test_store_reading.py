@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from conftest import vnetbench
-from vnetbench import records
+from vnetbench.core import records
 from vnetbench.analysis import compare, metrics, report, tables as study
 from vnetbench.analysis import records as loading
-from vnetbench.errors import UsageError
-from vnetbench.store import Store, StoreWarning
+from vnetbench.core.errors import UsageError
+from vnetbench.core.store import Store, StoreWarning
 
 STORES = Path(__file__).resolve().parent.parent / "data" / "stores"
 sys.path.insert(0, str(STORES))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vnetbench import kernels
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 from vnetbench.kernels import halo, stream
 
 pytestmark = pytest.mark.timeout(120)

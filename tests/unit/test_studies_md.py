@@ -2,7 +2,8 @@
 
 import pytest
 
-from vnetbench import kernels, studies
+from vnetbench import kernels
+from vnetbench.engine import studies
 
 
 @pytest.mark.parametrize("cpus", [1, 2, 4, 8, 16, 64])
@@ -11,6 +12,9 @@ def test_namd_runs_md_at_stmv_size_within_the_budget(cpus):
     assert study.kernel == "md" and study.topologies == studies.SIX and study.repeat == 3
     params = kernels.parse_params("md", study.kernel_argv)
     assert params["system"] == "stmv"
+    # with PME, as NAMD's STMV benchmark, every 2nd step: the step count is a multiple of it
+    assert kernels.get("md").resolve(params)["electrostatics"] == "pme" and params["steps"] % 2 == 0
+    kernels.get("md").check(kernels.get("md").resolve(params), max(study.ranks))
     # ranks never outnumber the cpus: no oversubscribed baseline
     assert study.ranks and max(study.ranks) <= max(1, cpus)
     runs = studies.namd_runs(cpus, study.ranks, study.repeat)
@@ -19,7 +23,7 @@ def test_namd_runs_md_at_stmv_size_within_the_budget(cpus):
     assert params["steps"] == studies.STUDY_STEPS or estimate <= studies.NAMD_BUDGET_S or params["steps"] == 10
     text = " ".join(study.notes)
     assert f"{params['steps']} steps instead of the study's 500" in text and "1,064,960 atoms" in text
-    assert "halo stays available" in text
+    assert "halo stays available" in text and "PME" in text
 
 
 def test_namd_on_two_cpus_leaves_out_what_cannot_be_compared():

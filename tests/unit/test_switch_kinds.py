@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import backend, fabric, load, presets, switches
-from vnetbench.topologies.host import HostFacts
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.topologies import backend, load, switches
+from vnetbench.topologies.model import presets
+from vnetbench.topologies.thishost import fabric
+from vnetbench.topologies.thishost.host import HostFacts
 from vnetbench.topologies.netns import plan
 
 TWO_CPUS = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
@@ -27,7 +29,7 @@ def topology(kind=None, preset="2vm-2vswitch", **switch):
 def test_the_kinds_are_registered_by_name_in_one_place():
     assert switches.names() == ("bridge", "ovs", "macvlan")
     assert [switches.driver(kind).kind for kind in switches.names()] == list(switches.names())
-    with pytest.raises(UsageError, match="--switch: 'vde' is not available.*bridge, ovs, macvlan"):
+    with pytest.raises(UsageError, match="--switch: unknown switch kind 'vde'; choose from bridge, ovs, macvlan"):
         switches.driver("vde", "--switch")
 
 

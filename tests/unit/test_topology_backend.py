@@ -10,11 +10,11 @@ import pytest
 
 from conftest import vnetbench
 from vnetbench import cli
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import fabric, linux, state
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.topologies.thishost import fabric, linux, state
 from vnetbench.topologies.netns import agent, life
-from vnetbench.topologies.host import HostFacts
-from vnetbench.topologies.spec import load_file, load_topology
+from vnetbench.topologies.thishost.host import HostFacts
+from vnetbench.topologies.model.spec import load_file, load_topology
 
 SMALL = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 
@@ -262,7 +262,7 @@ def test_cleanup_keeps_what_live_runs_hold_unless_forced(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from vnetbench.topologies import lifecycle
+    from vnetbench.topologies.thishost import lifecycle
 
     monkeypatch.setattr(state, "RUN_DIR", tmp_path / "run")
     import shutil

@@ -8,11 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from vnetbench.errors import LaunchError, UsageError
-from vnetbench.topologies import backend, fabric, sizing
-from vnetbench.topologies.host import HostFacts, format_cpulist, parse_cpulist
+from vnetbench.core.errors import LaunchError, UsageError
+from vnetbench.topologies import backend
+from vnetbench.topologies.thishost import fabric
+from vnetbench.topologies.model import sizing
+from vnetbench.topologies.thishost.host import HostFacts, format_cpulist, parse_cpulist
 from vnetbench.topologies.netns import plan
-from vnetbench.topologies.spec import load_topology
+from vnetbench.topologies.model.spec import load_topology
 
 TWO_CPUS = HostFacts(cpus_by_node={0: (0, 1)}, memory=24 << 30)
 TWO_NODES = HostFacts(cpus_by_node={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)}, memory=48 << 30)

@@ -9,10 +9,11 @@ import textwrap
 import pytest
 import yaml
 
-from vnetbench.errors import SpecError, UsageError
-from vnetbench.topologies import backend, presets
-from vnetbench.topologies.host import HostFacts
-from vnetbench.topologies.spec import from_dict, load_file, load_topology
+from vnetbench.core.errors import SpecError, UsageError
+from vnetbench.topologies import backend
+from vnetbench.topologies.model import presets
+from vnetbench.topologies.thishost.host import HostFacts
+from vnetbench.topologies.model.spec import from_dict, load_file, load_topology
 
 HOST = HostFacts(cpus_by_node={0: (0, 1, 2, 3), 1: (4, 5, 6, 7)}, memory=16 << 30,
                  networks=(("the route to 192.168.1.0/24 via eth0", ipaddress.IPv4Network("192.168.1.0/24")),))

@@ -32,10 +32,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 
 from ..base import Backend, LaunchSpec, idle_vms, register
-from ..sshlaunch import SSH_DEFAULTS, SshHost, ssh_launch, write_hostfile
+from ..launch.sshlaunch import SSH_DEFAULTS, SshHost, ssh_launch, write_hostfile
 from . import model, refs
 from .model import HostsTopology, Ssh
 
@@ -62,7 +62,7 @@ class HostsBackend(Backend):
     @classmethod
     def from_data(cls, data: dict, source: str, lines=None) -> HostsTopology:
         if isinstance(data, dict) and "vms" in data:  # a VM topology: validated as every VM topology is
-            from ..spec import from_dict
+            from ..model.spec import from_dict
 
             return model.from_vms(from_dict(data, source=source, lines=lines))
         return model.from_file(data, source, lines)
@@ -132,14 +132,14 @@ class HostsBackend(Backend):
 
     def _write_hostfile(self, entries) -> str:
         if self._dir is None:
-            from vnetbench import rundir
+            from vnetbench.core import rundir
 
             self._dir = str(rundir.make_dir("hosts"))
         return write_hostfile(Path(self._dir), entries)
 
     def close(self) -> None:
         if self._dir is not None:
-            from vnetbench import rundir
+            from vnetbench.core import rundir
 
             rundir.remove_dir(Path(self._dir))
             self._dir = None

@@ -4,7 +4,7 @@ is not one (exit 2); the Ansible role vnetbench_hostfile runs it on each file be
 import json
 import sys
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from . import HostsBackend
 

@@ -6,7 +6,7 @@ A hostfile is Open MPI's (``HOST [slots=N] [max_slots=N]``); vnetbench reads wha
 an address). Problems are named by line: ``FILE:LINE: host 'x': slots: what``.
 """
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
 from .model import HostsTopology, Read, from_read
 from .reading import host_name, resolve

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
 from .model import HostsTopology, Read, from_read
 from .reading import host_name, read as read_file, resolve, yaml_or_none

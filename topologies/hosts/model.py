@@ -1,7 +1,7 @@
 """The hosts backend's one model: a hosts topology (real hosts with an address, a switch, slots and SSH settings).
 
 Whatever it was read from, a hosts topology is validated once, by this module's pydantic models through
-``topologies/validation.py``, and then checked across fields (one name and one address per host, on the
+``topologies/model/validation.py``, and then checked across fields (one name and one address per host, on the
 network, on a listed switch). Its problems are named as the user wrote them:
 
 - a topology file (``backend: hosts``), ``from_file``: ``FILE:LINE: hosts[1].slots: what`` (field paths);
@@ -18,10 +18,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainValidator, PrivateAttr
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
-from .. import units, validation
-from ..sshlaunch import ssh_argv
+from ..model import units, validation
+from ..launch.sshlaunch import ssh_argv
 
 DEFAULT_SWITCH = "default"
 DEFAULT_NAME = "hosts"

@@ -6,9 +6,9 @@ import re
 import socket
 from pathlib import Path
 
-from vnetbench.errors import SpecError
+from vnetbench.core.errors import SpecError
 
-from ..files import read_text, read_yaml
+from vnetbench.core.files import read_text, read_yaml
 from .model import HOST_NAME, is_host_name
 
 MAX_FILE_BYTES = 1 << 20

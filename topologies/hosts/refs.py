@@ -12,10 +12,10 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
-from .. import validation
-from ..files import read_yaml
+from ..model import validation
+from vnetbench.core.files import read_yaml
 from . import hostfile, inventory, reading
 from .model import HostsTopology
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from ..base import HostReport
-from ..hostcheck import compare as _compare
-from ..hostcheck import probe as _probe
-from ..hostcheck import read_probe
+from ..launch.hostcheck import compare as _compare
+from ..launch.hostcheck import probe as _probe
+from ..launch.hostcheck import read_probe
 
 DEFAULT_TIMEOUT = 20.0
 CLOCK_TOLERANCE = 2.0
@@ -226,7 +226,7 @@ def fetch(topology, remote_path: str, add, *, timeout: float = DEFAULT_TIMEOUT) 
     host name -> {"new": n, "known": n, "bad": n} or {"error": why}; a host without the file
     reports {"missing": True}.
     """
-    from vnetbench.records import check_record
+    from vnetbench.core.records import check_record
 
     named = connections(topology, timeout)
     summary = {}

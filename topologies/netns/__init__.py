@@ -17,7 +17,7 @@ per run, and needs none of them (nor the spec model).
 """
 
 from ..base import LaunchSpec, Realised, register
-from ..lifecycle import OnThisHost
+from ..thishost.lifecycle import OnThisHost
 
 
 @register("netns")
@@ -33,7 +33,7 @@ class NetnsBackend(OnThisHost, Realised):
     def from_data(cls, data: dict, source: str, lines=None, host=None):
         """A spec topology whose VMs run on ``host`` (default: this one): at most one host declared, sizes
         scaled from ``scale_from`` and checked against the host."""
-        from .. import sizing
+        from ..model import sizing
 
         return sizing.fit(data, source, lines, host,
                           checks=(sizing.one_host("the netns backend emulates VMs on this one host"),))
@@ -53,7 +53,7 @@ class NetnsBackend(OnThisHost, Realised):
         plan.check_ranks(ranks)
 
     def launch(self, ranks: int, bind: str | None = None) -> LaunchSpec:
-        from .. import linux
+        from ..thishost import linux
         from . import plan, view
 
         inodes = {vm.name: linux.netns_inode(vm.netns) for vm in self.layout.vms}
@@ -61,14 +61,14 @@ class NetnsBackend(OnThisHost, Realised):
                                 netns_inodes={k: v for k, v in inodes.items() if v})
 
     def own_cpu_seconds(self) -> float | None:
-        from .. import cgroups
+        from ..thishost import cgroups
 
         return cgroups.usage(self.state.get("cgroup_mode", "v1"), self.state.get("cgroups") or {})
 
     def health(self) -> tuple[str, list[str]] | None:
         """None while every VM, switch and uplink is as it was brought up; else what broke and
         the VMs it cut off. Cheap (a stat and an ioctl per VM): a job's watch asks every quarter second."""
-        from .. import linux
+        from ..thishost import linux
 
         lay = self.layout
         made = self.state.get("netns_inodes") or {}

@@ -17,8 +17,8 @@ import re
 import shutil
 import sys
 
-from .. import state
-from ..cgroups import KINDS as CGROUP_KINDS
+from ..thishost import state
+from ..thishost.cgroups import KINDS as CGROUP_KINDS
 
 # ssh options that take a value; every other option is a flag (-x, -T, -q, ...)
 _SSH_VALUE_OPTIONS = set("BbcDEeFIiJLlmOopQRSWw")

@@ -11,11 +11,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vnetbench import procs
-from vnetbench.errors import LaunchError
+from vnetbench.core import procs
+from vnetbench.core.errors import LaunchError
 
-from .. import cgroups, fabric, lifecycle, linux, state
-from ..host import HostFacts, format_cpulist
+from ..thishost import cgroups, fabric, lifecycle, linux, state
+from ..thishost.host import HostFacts, format_cpulist
 from . import plan
 
 BACKEND = "netns"

@@ -15,18 +15,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 
-from .. import fabric
+from ..thishost import fabric
 from ..base import LaunchSpec
-from ..binding import binding
-from ..binding import check_ranks  # noqa: F401 (netns checks --ranks as local does)
-from ..fabric import HostLayout
-from ..host import HostFacts
-from ..intent import VM_IFACE, Intent, tcp_transport
-from ..ranks import place, rank_counts  # noqa: F401 (rank_counts: tests call it by this module)
-from ..sizing import assign_cpus, memory_nodes, usable_by_node
-from ..state import RUN_DIR
+from ..launch.binding import binding
+from ..launch.binding import check_ranks  # noqa: F401 (netns checks --ranks as local does)
+from ..thishost.fabric import HostLayout
+from ..thishost.host import HostFacts
+from ..launch.intent import VM_IFACE, Intent, tcp_transport
+from ..launch.ranks import place, rank_counts  # noqa: F401 (rank_counts: tests call it by this module)
+from ..model.sizing import assign_cpus, memory_nodes, usable_by_node
+from ..thishost.state import RUN_DIR
 
 # the measured reason mpi_yield_when_idle is set (DESIGN.md)
 YIELD_WHY = ("busy-polling ranks would starve the kernel's bridge forwarding "

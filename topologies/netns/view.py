@@ -1,8 +1,9 @@
 """How the netns backend shows a topology: ``topology show`` before bring-up, the record's and status' view once up."""
 
-from .. import cgroups, fabric, sizing
-from ..host import HostFacts, detect, format_cpulist
-from ..units import human_size
+from ..thishost import cgroups, fabric
+from ..model import sizing
+from ..thishost.host import HostFacts, detect, format_cpulist
+from ..model.units import human_size
 
 
 def describe_state(st: dict) -> dict:

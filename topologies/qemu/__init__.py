@@ -24,8 +24,10 @@ guests' sshd), ``life`` (create, tear down, clean up; the flow around them is li
 (``topology show``, the record's view), ``dry`` (``--dry-run``: the commands, nothing started), ``qmp``.
 """
 
+from vnetbench.core.errors import UsageError
+
 from ..base import LaunchSpec, Realised, register
-from ..lifecycle import OnThisHost
+from ..thishost.lifecycle import OnThisHost
 
 
 @register("qemu")
@@ -52,6 +54,41 @@ class QemuBackend(OnThisHost, Realised):
         return model.from_data(data, source, lines, host)
 
     @classmethod
+    def from_options(cls, ref: str, settings: dict, lone: bool = True) -> str:
+        """``--vms qemu`` (or ``--accel``/``--guest-kernel`` with a topology file of ``backend: qemu``): ``ref``'s VMs
+        as QEMU guests, ``qemu:REF?accel=..&kernel=..``. A topology without VMs is refused when it is the ``lone``
+        one named, and kept as it is beside others (a sweep's baseline)."""
+        import os
+        from urllib.parse import urlencode
+
+        from .. import file_backend
+        from ..base import ref_prefixes
+        from ..model import presets
+
+        kernel = settings.get("--guest-kernel")
+        if kernel:
+            from .model import kernel_file_problem
+
+            problem = kernel_file_problem(kernel)
+            if problem:
+                raise UsageError(f"--guest-kernel: {kernel}: {problem}")
+            kernel = os.path.abspath(kernel)
+        if ref in presets.PRESETS and not presets.PRESETS[ref].get("vms") or lone and file_backend(ref) == "local":
+            if lone:
+                raise UsageError(f"--vms qemu: {ref} has no VMs to boot as QEMU guests (it runs on this host); drop "
+                                 f"--vms qemu, or name a topology with VMs")
+            return ref  # no VM to boot: a sweep's baseline
+        if ref.startswith("qemu:"):
+            return ref
+        other = next((prefix for prefix in ref_prefixes() if prefix != "qemu" and ref.startswith(f"{prefix}:")), None)
+        if other:
+            raise UsageError(f"--vms qemu: {ref} names real hosts or a cluster ({other}:), which have no VMs to boot; "
+                             f"use --vms qemu with a preset or a topology YAML")
+        chosen = {key: value for key, value in (("accel", settings.get("--accel")), ("kernel", kernel)) if value}
+        # the qemu backend's ref: REF's VMs as its guests (its model reads the settings)
+        return f"qemu:{ref}" + (f"?{urlencode(chosen, safe='/')}" if chosen else "")
+
+    @classmethod
     def dry_run(cls, topology) -> list[str]:
         from . import dry
 
@@ -68,7 +105,7 @@ class QemuBackend(OnThisHost, Realised):
         self.layout = plan.Layout.from_dict(self.state["layout"])
 
     def check_ranks(self, ranks: int) -> None:
-        from ..binding import check_ranks
+        from ..launch.binding import check_ranks
 
         check_ranks(ranks)
 
@@ -88,7 +125,7 @@ class QemuBackend(OnThisHost, Realised):
     def own_cpu_seconds(self) -> float | None:
         """The guests' QEMUs, and their vhost workers where those are kernel threads of their own (Linux < 6.4;
         later ones are QEMU's threads, counted with it)."""
-        from vnetbench.procs import cpu_seconds
+        from vnetbench.core.procs import cpu_seconds
 
         from .seen import threads, vhost_workers
 
@@ -103,7 +140,7 @@ class QemuBackend(OnThisHost, Realised):
     def health(self) -> tuple[str, list[str]] | None:
         """None while every guest, tap, switch and uplink is as it was brought up; else what broke and the VMs
         it cut off. Cheap (a /proc read and an ioctl per VM): a job's watch asks every quarter second."""
-        from .. import linux
+        from ..thishost import linux
         from . import guests
 
         lay, seen = self.layout, self.state.get("guests") or {}
@@ -119,9 +156,9 @@ class QemuBackend(OnThisHost, Realised):
     def _write_hostfile(self, entries) -> str:
         from pathlib import Path
 
-        from vnetbench import rundir
+        from vnetbench.core import rundir
 
-        from ..sshlaunch import write_hostfile
+        from ..launch.sshlaunch import write_hostfile
 
         if self._dir is None:
             self._dir = rundir.make_dir("qemu")
@@ -129,7 +166,7 @@ class QemuBackend(OnThisHost, Realised):
 
     def close(self) -> None:
         if self._dir is not None:
-            from vnetbench import rundir
+            from vnetbench.core import rundir
 
             rundir.remove_dir(self._dir)
             self._dir = None

@@ -14,10 +14,10 @@ import shlex
 import subprocess
 import tempfile
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
-from .. import fabric, lifecycle, state
-from ..host import detect, format_cpulist
+from ..thishost import fabric, lifecycle, state
+from ..thishost.host import detect, format_cpulist
 from . import guests, machine, plan
 
 SHOW_SECONDS = 120.0

@@ -16,10 +16,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from vnetbench import procs
-from vnetbench.errors import LaunchError
+from vnetbench.core import procs
+from vnetbench.core.errors import LaunchError
 
-from .. import linux, state
+from ..thishost import linux, state
 from . import machine
 from .plan import SSH_PORT, GuestPlan, Layout, files, numactl
 from .qmp import Qmp

@@ -9,10 +9,10 @@ decided before anything is made; ``guests`` what each guest said and where its Q
 
 import shutil
 
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core.errors import LaunchError, UsageError
 
-from .. import fabric, lifecycle, linux, state
-from ..host import HostFacts
+from ..thishost import fabric, lifecycle, linux, state
+from ..thishost.host import HostFacts
 from . import guests, machine, plan, sshd, watchdog
 
 BACKEND = "qemu"

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 QEMU = "qemu-system-x86_64"
 # One machine type under both accelerators, so that the TCG guests the tests boot are the machine KVM hosts run:
@@ -43,7 +43,7 @@ def virtme_run() -> str | None:
 
 def require() -> None:
     """UsageError (one line, nothing started) unless this host can run the qemu backend's guests."""
-    from ..linux import require_root_and_tools
+    from ..thishost.linux import require_root_and_tools
 
     require_root_and_tools("qemu", {tool: how for tool, how in TOOLS.items() if tool in ("ip", "tc")})
     missing = [f"{tool} ({how})" for tool, how in TOOLS.items() if not shutil.which(tool)]

@@ -23,10 +23,10 @@ from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, PrivateAttr
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
-from .. import units
-from ..spec import Topology
+from ..model import units
+from ..model.spec import Topology
 
 BACKEND = "qemu"
 ACCELS = ("auto", "kvm", "tcg")
@@ -110,7 +110,7 @@ class QemuTopology(Topology):
 def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
     """A qemu topology from YAML data: the VM topology fitted to ``host`` (this one by default), its ``guest``
     mapping, and what guests need beyond emulated VMs (memory for a guest, and no more than the host's)."""
-    from .. import sizing, validation
+    from ..model import sizing, validation
 
     if not isinstance(data, dict):
         return sizing.fit(data, source, lines, host)  # the model's own error for a non-mapping
@@ -129,7 +129,7 @@ def from_data(data, source: str, lines=None, host=None) -> QemuTopology:
 
 def memory_problems(topology, host=None) -> list[tuple[tuple, str]]:
     """A guest's memory is really allocated: each at least what a guest needs, all together within the host's."""
-    from ..host import detect
+    from ..thishost.host import detect
 
     host = host or detect()
     problems = [(("vms", i, "memory"), f"{units.human_size(vm.memory)} is too little for a guest; allowed: at "
@@ -168,7 +168,7 @@ def vcpu_problems(topology) -> list[tuple[tuple, str]]:
 def load(ref_text: str, what: str = "--topology"):
     """``qemu:REF[?SETTINGS]``: REF (a preset or a YAML topology of VMs) with its VMs as QEMU guests, named
     NAME-qemu unless it says ``backend: qemu`` itself; a topology without VMs as it is."""
-    from .. import presets
+    from ..model import presets
 
     rest = ref_text.split(":", 1)[1]
     typed, settings = _split(rest, what)
@@ -219,8 +219,8 @@ def _split(rest: str, what: str) -> tuple[str, dict]:
 
 
 def _read(typed: str, what: str):
-    from .. import validation
-    from ..spec import MAX_SPEC_BYTES
+    from ..model import validation
+    from ..model.spec import MAX_SPEC_BYTES
 
     path = Path(typed)
     if not path.is_file():

@@ -15,13 +15,13 @@ import ipaddress
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import fabric, state
+from ..thishost import fabric, state
 from ..base import LaunchSpec
-from ..fabric import HostLayout
-from ..host import HostFacts
-from ..ranks import place
-from ..sizing import assign_cpus, memory_nodes, usable_by_node
-from ..sshlaunch import SshHost, ssh_launch
+from ..thishost.fabric import HostLayout
+from ..thishost.host import HostFacts
+from ..launch.ranks import place
+from ..model.sizing import assign_cpus, memory_nodes, usable_by_node
+from ..launch.sshlaunch import SshHost, ssh_launch
 
 SSH_PORT = 2222  # the guests' own sshd (the host's /usr/sbin/sshd, started in each guest)
 TAP = "t"  # a tap's letter among the VM links (state.ANY_LINK)
@@ -97,7 +97,7 @@ def node_demand(lay: Layout) -> dict[int, list[tuple[str, int]]]:
 def capacity_problems(lay: Layout, memory_by_node: dict[int, int] | None) -> list[str]:
     """Each NUMA node whose guests' memory is more than the node has (the guests' RAM is held to their nodes
     and touched lazily: past a node's memory the kernel kills a guest mid-run), naming the shortfall."""
-    from ..units import human_size
+    from ..model.units import human_size
 
     if lay.numa_nodes <= 1 or not memory_by_node:
         return []

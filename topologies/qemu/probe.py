@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
-from .. import state
+from ..thishost import state
 from . import machine
 
 PROBE_SECONDS = 30.0
@@ -119,7 +119,7 @@ def run(image: str, probed: dict) -> dict:
             except subprocess.TimeoutExpired:
                 pass
             finally:
-                from vnetbench import procs
+                from vnetbench.core import procs
 
                 procs.kill_session(proc.pid, grace=1.0)
                 proc.wait()

@@ -4,7 +4,7 @@ vCPUs run (query-cpus-fast, query-kvm, query-version). JSON lines both ways; eve
 import json
 import socket
 
-from vnetbench.errors import LaunchError
+from vnetbench.core.errors import LaunchError
 
 
 class Qmp:

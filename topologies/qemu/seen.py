@@ -18,9 +18,9 @@ memory landed and on what pages. The record says these, not what was asked for.
 import os
 from pathlib import Path
 
-from vnetbench import procs
+from vnetbench.core import procs
 
-from ..host import format_cpulist
+from ..thishost.host import format_cpulist
 from .probe import vhost_said
 
 EMULATOR_CPUS = "the VM's own cpus"
@@ -80,7 +80,7 @@ def _place(tid: int, cpus: set[int]) -> str | None:
 
 def virtiofsd(marker_env: str, marker: str) -> list[int]:
     """The guest's virtiofsd processes (started by virtme-run, so carrying the guest's marker)."""
-    from ..linux import command_name
+    from ..thishost.linux import command_name
 
     return [pid for pid, value in procs.marked(marker_env, Path(marker).parent).items()
             if value == marker and "virtiofsd" in (command_name(pid) or "")]

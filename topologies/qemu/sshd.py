@@ -10,9 +10,9 @@ goes with the state directory when the topology goes.
 import subprocess
 from pathlib import Path
 
-from vnetbench.errors import LaunchError
+from vnetbench.core.errors import LaunchError
 
-from .. import state
+from ..thishost import state
 from .plan import SSH_PORT
 
 # ssh reads no user or system configuration (-F none): mpirun's SSH to the guests is exactly this
@@ -81,7 +81,7 @@ def sshd_config(shared: Path) -> str:
 
 def client(topology_id: str) -> list[str]:
     """ssh's options with which mpirun reaches every guest (sshlaunch.ssh_argv)."""
-    from ..sshlaunch import ssh_argv
+    from ..launch.sshlaunch import ssh_argv
 
     _, private = folders(topology_id)
     return ssh_argv("root", SSH_PORT, str(private / "id"),

@@ -1,10 +1,11 @@
 """How the qemu backend shows a topology: ``topology show`` before bring-up, the record's and status' view once up."""
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
-from .. import fabric, sizing
-from ..host import HostFacts, detect, format_cpulist
-from ..units import human_size
+from ..thishost import fabric
+from ..model import sizing
+from ..thishost.host import HostFacts, detect, format_cpulist
+from ..model.units import human_size
 
 PINNING = "vCPU threads pinned to the VM's cpus (QMP query-cpus-fast, sched_setaffinity)"
 

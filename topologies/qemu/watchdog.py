@@ -18,7 +18,7 @@ POLL_S = 0.5
 
 def start(topology_id: str, owner: dict) -> None:
     """Start the watchdog of ``topology_id``'s guests for ``owner`` (the state's owner: pid and start time)."""
-    from .. import state
+    from ..thishost import state
     from .guests import MARK
 
     env = {**os.environ, MARK: str(state.directory(topology_id) / ".watchdog")}
@@ -29,16 +29,16 @@ def start(topology_id: str, owner: dict) -> None:
 
 def _running(owner: dict) -> bool:
     """The run's process is there and not a zombie (dead, its parent not yet told)."""
-    from vnetbench import procs
+    from vnetbench.core import procs
 
-    from .. import state
+    from ..thishost import state
 
     fields = procs.stat_fields(owner["pid"])
     return state.alive(owner) and bool(fields) and fields[0] != "Z"
 
 
 def main(argv: list[str]) -> int:
-    from .. import state
+    from ..thishost import state
 
     topology_id, owner = argv[0], {"pid": int(argv[1]), "start": int(argv[2])}
     while _running(owner):

@@ -31,10 +31,10 @@ switches, layouts), ``allocation`` (inside one: nodes, placement, srun or mpirun
 ``ledger`` (a sweep's jobs, found again), ``batch`` (the ``Batch``), ``check`` (``hosts check`` through srun).
 """
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from ..base import Backend, LaunchSpec, register
-from ..intent import Intent, tcp_transport
+from ..launch.intent import Intent, tcp_transport
 from . import allocation, cluster, spec
 
 

@@ -9,9 +9,9 @@ import functools
 import os
 import re
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
-from ..intent import Intent
+from ..launch.intent import Intent
 from .cluster import Cluster, hostnames, slurm_cmd, spanned
 
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vnetbench.store import append_or_show
+from vnetbench.core.store import append_or_show
 
 from ..base import Batch, BatchItem
 from . import jobs, ledger

@@ -11,9 +11,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
-from .. import hostcheck
+from ..launch import hostcheck
 from ..base import HostReport
 from .cluster import discover, slurm_cmd
 

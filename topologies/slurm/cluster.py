@@ -8,7 +8,7 @@ import functools
 import subprocess
 from dataclasses import dataclass
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 COMMAND_TIMEOUT = 20.0
 # node states Slurm will not start a job on

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vnetbench.errors import UsageError, VnetbenchError
-from vnetbench.records import failure_record, new_run_id, now
+from vnetbench.core.errors import UsageError, VnetbenchError
+from vnetbench.core.records import failure_record, new_run_id, now
 
 from .allocation import step_launcher
 from .cluster import discover, hostnames, job_facts, leaf_switches, slurm_cmd, version
@@ -205,7 +205,7 @@ def effective_state(state: str, output: Path) -> str:
 def records_in(work: Path) -> list[dict]:
     """The sound records a job wrote into its store (read as any store is: bounded, each record checked;
     a line cut short by a job killed mid-write is left out); none when it wrote none."""
-    from vnetbench.store import Store
+    from vnetbench.core.store import Store
 
     path = Path(work) / RECORDS
     if not path.is_file():
@@ -239,7 +239,7 @@ def work_dir(store) -> Path:
     """A new directory for one job's request, script, output and records, beside the store: the job's
     nodes must see it, and a cluster's shared filesystem holds the user's files, not this node's /run."""
     if store is None:
-        from vnetbench import rundir
+        from vnetbench.core import rundir
 
         return Path(rundir.make_dir("slurm"))
     root = root_of(store)

@@ -10,7 +10,7 @@ directory; one cancelled without a result, or that left nothing, is submitted ag
 import json
 from pathlib import Path
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
 from .cluster import slurm_cmd
 from .jobs import OUTPUT, TERMINAL, job_info, passed, records_in

@@ -2,7 +2,7 @@
 
 A ref is ``slurm:PARTITION[/Nnodes-1switch|/Nnodes-Nswitches][@auto|@srun|@mpirun]``; a YAML topology has the
 fields of ``SlurmTopology``. Both become the same frozen model; a YAML file's problems are reported by
-``topologies.validation`` as every spec's are: ``FILE:LINE: field: what is allowed``.
+``topologies.model.validation`` as every spec's are: ``FILE:LINE: field: what is allowed``.
 """
 
 import re
@@ -11,9 +11,9 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, PrivateAttr
 
-from vnetbench.errors import SpecError, UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
-from .. import validation
+from ..model import validation
 
 REF = "slurm:"
 LAUNCHERS = ("auto", "srun", "mpirun")

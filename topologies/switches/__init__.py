@@ -13,12 +13,12 @@ head (mpirun) sits on a switch that is not a Linux bridge, the head's own link `
 ``vnbIDg`` where the switch needs one).
 """
 
-from vnetbench.registry import Registry
+from vnetbench.core.registry import Registry
 
 DEFAULT = "bridge"
 # name -> module of this package; the order is the order of listings (topology show, --switch's choices)
 MODULES = {"bridge": "bridge", "ovs": "ovs", "macvlan": "macvlan"}
-KINDS = Registry("kind", attribute="kind", modules=MODULES, package=__name__)
+KINDS = Registry("kind", MODULES, package=__name__, noun="switch kind", attribute="kind", registers=True)
 
 
 def names() -> tuple[str, ...]:
@@ -27,14 +27,14 @@ def names() -> tuple[str, ...]:
 
 def driver(kind: str | None, what: str = "kind"):
     """The driver class of switch kind ``kind`` (None: the default); UsageError naming the kinds."""
-    return KINDS.get(kind or DEFAULT, what)
+    return KINDS.load(kind or DEFAULT, what)
 
 
 def twin(topology, kind: str):
     """``topology`` with every switch of kind ``kind`` (``--switch``), named NAME-KIND so that its records, its
     state and its VMs' hostnames never mix with the topology's own; as it is when it has no switch, or when
     every switch already is of that kind. UsageError for a topology whose switches are not on this host."""
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     from .. import base
 

@@ -1,6 +1,6 @@
 """The Linux bridge: a learning bridge in the kernel, libvirt's default switch (and what vnetbench always used)."""
 
-from .. import linux
+from ..thishost import linux
 from . import KINDS, Driver
 
 

@@ -12,9 +12,9 @@ import functools
 import shutil
 import subprocess
 
-from vnetbench.errors import UsageError
+from vnetbench.core.errors import UsageError
 
-from .. import linux
+from ..thishost import linux
 from . import KINDS, Driver
 
 

@@ -27,10 +27,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from vnetbench import procs
-from vnetbench.errors import LaunchError, UsageError
+from vnetbench.core import procs
+from vnetbench.core.errors import LaunchError, UsageError
 
-from .. import linux, state
+from ..thishost import linux, state
 from . import KINDS, Driver
 
 RUN = state.RUN_DIR / "ovs"  # vnetbench's own daemons' folder (not a topology's: no 4-hex name)

@@ -14,12 +14,13 @@ Adding a format is adding its module and its line here. ``choices`` imports ever
 tops import nothing: rich only when text is rendered, matplotlib only when a plot is drawn.
 """
 
-import importlib
 from collections.abc import Sequence
+
+from vnetbench.core.registry import Registry
 
 KINDS = ("run", "report", "compare")
 # name -> module in this package; the order is the order of --format's choices and of the written options
-FORMATS = {
+FORMATS = Registry("--format", {
     "table": "table",
     "markdown": "markdown",
     "csv": "csv",
@@ -28,16 +29,12 @@ FORMATS = {
     "plot": "plot",
     "html": "html",
     "junit": "junit",
-}
+}, package=__name__, noun="format")
 
 
 def get(name: str):
     """The format module registered as ``name``; UsageError for an unknown one."""
-    if name not in FORMATS:
-        from vnetbench.errors import UsageError
-
-        raise UsageError(f"--format: unknown format {name!r}; choose from {', '.join(FORMATS)}")
-    return importlib.import_module(f".{FORMATS[name]}", __name__)
+    return FORMATS.load(name)
 
 
 class Choices(Sequence):
@@ -112,7 +109,7 @@ def check_target(module, path: str | None) -> None:
     """UsageError, before anything is read, when a written format cannot write ``path``."""
     from pathlib import Path
 
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     if path is None:
         return

@@ -54,7 +54,7 @@ def page(runs: list[dict], tables: list, *, store: str = "", baseline: str = "na
     import datetime
     import html
 
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     from .. import plots
     from ..report import LEGEND
@@ -93,7 +93,7 @@ def write_report(path, runs: list[dict], tables: list, context: dict) -> str:
     """Write the page for the ok ``runs`` and their ``tables`` to ``path``."""
     from pathlib import Path
 
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     try:
         Path(path).write_text(page(runs, tables, **context), encoding="utf-8")

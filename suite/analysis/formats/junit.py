@@ -73,7 +73,7 @@ def tree(result):
 
 
 def write_compare(path, result) -> str:
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
 
     try:
         tree(result).write(path, encoding="utf-8", xml_declaration=True)

@@ -54,7 +54,7 @@ def records(records: list[dict]) -> str:
 
 def check(kernel: str) -> None:
     """UsageError, before anything runs, when ``kernel`` has no OSU counterpart."""
-    from vnetbench.errors import UsageError
+    from vnetbench.core.errors import UsageError
     from vnetbench.kernels import KERNELS
 
     from .. import metrics as registry

@@ -5,13 +5,13 @@ the reason when the output holds none of what it reads, or holds it damaged), an
 ``metrics(m)``, ``table(names)`` and ``headline(m)`` for what it wrote (kernels/contract.py).
 """
 
-import importlib
+from vnetbench.core.registry import Registry
 
-PARSERS = {
+PARSERS = Registry("parser", {
     "osu": "osu",
     "imb": "imb",
     "lammps": "lammps",
-}
+}, package=__name__)
 
 
 class ParseError(ValueError):
@@ -19,7 +19,7 @@ class ParseError(ValueError):
 
 
 def get(name: str):
-    return importlib.import_module(f".{PARSERS[name]}", __name__)
+    return PARSERS.load(name)
 
 
 def number(text: str) -> float:
