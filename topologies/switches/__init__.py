@@ -1,13 +1,13 @@
 """Switch kinds: what a topology's switch is on this host - a Linux bridge, Open vSwitch, macvlan - one driver each.
 
 A kind is one module of this package holding one subclass of ``Driver`` decorated ``@KINDS.register("NAME")``,
-and one line in ``MODULES`` below; nothing else in vnetbench names it. fabric.py plans a topology's switches
+and one line in ``MODULES`` below; nothing else in vnetbench names it. thishost/fabric.py plans a topology's switches
 (``SwitchPlan``: its names, its uplink's rate) and asks each switch's driver to make it, to put the VMs' links
 on it, to shape its uplink, to check, describe and remove it, and to find what crashed runs left. The physical
 switch the uplinks join is always a Linux bridge: it stands for the cluster's hardware switch, not for a
 virtual switch under study.
 
-A driver works on names fabric.py gives (state.ANY_LINK): the switch ``vnbIDs<n>``, its uplink's ends
+A driver works on names thishost/fabric.py gives (state.ANY_LINK): the switch ``vnbIDs<n>``, its uplink's ends
 ``vnbIDu<n>a`` (switch side) / ``vnbIDu<n>b`` (physical side), the VMs' links a backend names, and, where the
 head (mpirun) sits on a switch that is not a Linux bridge, the head's own link ``vnbIDh`` (with its peer
 ``vnbIDg`` where the switch needs one).
