@@ -57,7 +57,7 @@ def register(sub):
     common.add_repeat(parser, default=None)
     parser.add_argument("--warmup", type=int_range(0, 100), metavar="N", default=None,
                         help="unrecorded runs of each configuration before its first measured one "
-                             "(default: the study's, 1 for quick, else 0)")
+                             "(default: the study's where its kernel runs - 1 for quick's md -, else 0)")
     common.add_store(parser)
     parser.add_argument("--resume", action="store_true", help="skip runs the store already holds (passed)")
     parser.add_argument("--fail-fast", action="store_true",
@@ -100,8 +100,14 @@ def handle(args) -> int:
     plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
                       run_options=common.rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
                       optional_topologies=args.topologies is None, mpi=args.mpi,
-                      warmup=asked.study.warmup if args.warmup is None else args.warmup)
+                      warmup=study_warmup(args, asked) if args.warmup is None else args.warmup)
     return run_plan(args, asked.study, plan, asked.topologies, asked.ranks, store)
+
+
+def study_warmup(args, asked) -> int:
+    """The study's warm-up runs, where its workload is the one run (as its kernel options apply): none for
+    another kernel or an application."""
+    return asked.study.warmup if not args.app and asked.kernel == asked.study.kernel else 0
 
 
 def run_plan(args, study, plan, topology_names, rank_counts, store) -> int:

@@ -94,4 +94,5 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str, float
 
 
 def records(store: Path) -> list[dict]:
-    return [json.loads(line) for line in store.read_text().splitlines()] if store.exists() else []
+    """The store's whole records: a line still being appended while the test polls (no newline yet) is not one."""
+    return [json.loads(line) for line in store.read_text().split("\n")[:-1]] if store.exists() else []

@@ -30,6 +30,8 @@ ROOT = Path("/sys/fs/cgroup")
 # cpuset and memory confine a VM; cpuacct counts the CPU its processes used (a run's own, told from other work's:
 # procs.HostLoad), inherited by every process the launch agent starts there, daemonised or not
 KINDS = ("cpuset", "memory", "cpuacct")
+# the v2 controllers a VM needs (v2 counts every group's CPU in its cpu.stat, with no controller to enable)
+V2_CONTROLLERS = ("cpuset", "memory")
 ENABLED = state.RUN_DIR / ".cgroup-v2-enabled.json"  # hidden: not a topology's state directory
 
 
@@ -104,7 +106,7 @@ def v2_parent() -> Path | None:
         available = (ROOT / "cgroup.controllers").read_text().split()
     except OSError:
         return None
-    if not all(kind in available for kind in KINDS) or not os.access(parent, os.W_OK):
+    if not all(kind in available for kind in V2_CONTROLLERS) or not os.access(parent, os.W_OK):
         return None
     return parent
 
@@ -122,7 +124,7 @@ def _enable(parent: Path) -> None:
     """+cpuset +memory on the path to ``parent``; what was off is added to the ENABLED file first,
     so that a crash half-way still lets the last teardown switch it off."""
     for folder in _path_to(parent):
-        missing = [kind for kind in KINDS if kind not in _subtree(folder)]
+        missing = [kind for kind in V2_CONTROLLERS if kind not in _subtree(folder)]
         if not missing:
             continue
         enabled = _read_enabled()
@@ -159,7 +161,7 @@ def _read_enabled() -> dict:
     except (OSError, ValueError):
         return {}
     # only cgroups under the hierarchy, and only our controllers: an edited file switches nothing else
-    return {path: [k for k in kinds if k in KINDS] for path, kinds in found.items()
+    return {path: [k for k in kinds if k in V2_CONTROLLERS] for path, kinds in found.items()
             if isinstance(path, str) and isinstance(kinds, list) and ".." not in path.split("/")
             and (Path(path) == ROOT or ROOT in Path(path).parents)} if isinstance(found, dict) else {}
 
