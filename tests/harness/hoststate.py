@@ -30,9 +30,9 @@ OURS = re.compile(r"^vnb(-[0-9a-f]{4}-|[0-9a-f]{4}[spvuthg])")
 SHARED_TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 SANDBOX_LANE = "VNETBENCH_TEST_SANDBOX_LANE"  # set by tests/harness/lanes.py in its second lane
 MARK = "VNETBENCH_TEST_OWNER"  # a Watch's token, inherited by every process the test starts
-# what vnetbench names its entries in the temporary places (suite/core/rundir.py, suite/engine/jobs.py, the kvm probe, the
-# numba cache's fallback); "vnbtest-" is the tests' own (a Watch's folder)
-OUR_TEMP = re.compile(r"^(vnetbench|vnb(?!test-))")
+# what vnetbench names its entries in the temporary places (suite/core/rundir.py, the jobs' segment folders, the
+# kvm probe); the tests' own folders (a Watch's "vnbtest-", the guest tier's "vnb-guest-") are not vnetbench's
+OUR_TEMP = re.compile(r"^vnetbench")
 # processes of an MPI job, of a launch agent (python -m vnetbench.topologies...agent), of a vnetbench command, of
 # a qemu backend's guest (QEMU, virtme-ng's launcher, virtiofsd, a run's watchdog of its guests) or of the Open
 # vSwitch vnetbench starts

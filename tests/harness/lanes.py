@@ -34,9 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# the tiers that wait on other machines; the second lane runs them, in this order (the deploy tier last: the
-# wheelhouse it installs from is made meanwhile, outside the sandbox, which has no route to PyPI)
-AWAY = ("tests/slurm", "tests/guest", "tests/deploy")
+# the tiers that wait on other machines, and the apps tier (LAMMPS: the lanes' balance); the second lane runs them,
+# in this order (the deploy tier last: the wheelhouse it installs from is made meanwhile, outside the sandbox, which
+# has no route to PyPI)
+AWAY = ("tests/slurm", "tests/guest", "tests/apps", "tests/deploy")
 # the first lane's tiers that go first, the others after them as pytest finds them. A lane that waits leaves a core
 # idle unless the other keeps both busy: the Slurm tier mostly waits on the scheduler's timers (a third of a core,
 # its minute and a half) and goes first, beside the mpi tier's 2-rank jobs (more than a core); the QEMU guests
