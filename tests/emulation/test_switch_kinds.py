@@ -235,7 +235,7 @@ def test_a_users_own_ovs_and_bridge_survive_runs_failures_and_cleanup(kinds_clea
     assert _bridges() == ["br-int"]
     # a failed run: killed by its timeout half-way
     records, _ = run("pingpong", "2vm-1vswitch", "ovs", store, "--min-size", "8", "--max-size", "8",
-                     "--iterations", "10000000", "--timeout", "8", check=1)
+                     "--iterations", "10000000", "--timeout", "4", check=1)
     assert records[0]["status"] == "timeout"
     assert _bridges() == ["br-int"]
     vnetbench("topology", "cleanup", check=0)
