@@ -113,10 +113,22 @@ def switch_ref(args, ref: str) -> str:
     switches.driver(kind, "--switch")
     if ref in presets.PRESETS and not presets.PRESETS[ref].get("switches"):
         return ref  # no switch to change (native)
-    if ref.startswith(("hostfile:", "inventory:")):
+    if _names_other_hosts(ref):
         raise UsageError(f"--switch: {ref} names real hosts, whose switches are theirs; use --switch with a preset "
                          f"or a topology YAML of VMs on this host")
     return f"switch:{kind}:{ref}"
+
+
+def _names_other_hosts(ref: str) -> bool:
+    """Whether ``ref`` is a ref of a backend whose machines are not VMs on this host (no ``vms`` in its registry
+    line: real hosts from a hostfile or inventory, a Slurm partition): their switches are not vnetbench's to make."""
+    from vnetbench.topologies.base import entries
+
+    prefix = ref.split(":", 1)[0] if ":" in ref else None
+    for name, entry in entries().items():
+        if prefix is not None and (prefix == name or prefix in entry.prefixes) and entry.refs:
+            return entry.vms is None
+    return False
 
 
 def _vm_ref(args, ref: str, *, lone: bool = True) -> str:
