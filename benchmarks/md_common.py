@@ -247,3 +247,47 @@ def run_lammps_pme(topology: str, ranks: int, p: dict, infile: Path, mpi: str, t
     sections = breakdown(done.stdout[found.end():])
     return {"rate": atoms * nsteps / loop, "loop_s": loop, "coul0": float(thermo[3]) + float(thermo[4]),
             "long_s": sections.get("kspace"), "pair_s": sections.get("pair"), "sections_max_s": sections}
+
+
+# ---- the speed benchmarks (md_speed.py, md_pme_speed.py): one command line, one alternating loop ------------------
+
+def speed_args(argv, prog: str, description: str, *, cells: int, cutoff: float, steps: int, repeat: int,
+               cells_help: str, cutoff_help: str):
+    """A speed benchmark's options: --cells, --cutoff, --steps, --ranks, --repeat, --json, with its defaults."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--cells", type=int, default=cells, help=f"fcc cells per side (default {cells}: {cells_help})")
+    parser.add_argument("--cutoff", type=float, default=cutoff, help=f"cutoff, sigma (default {cutoff}{cutoff_help})")
+    parser.add_argument("--steps", type=int, default=steps, help=f"time steps (default {steps})")
+    parser.add_argument("--ranks", default="1,2", help="rank counts, comma-separated (default 1,2)")
+    parser.add_argument("--repeat", type=int, default=repeat, help=f"repetitions of each pair (default {repeat})")
+    parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
+    args = parser.parse_args(argv)
+    try:
+        args.ranks = [int(n) for n in args.ranks.split(",")]
+    except ValueError:
+        parser.error(f"--ranks: {args.ranks!r} is not allowed; use whole numbers separated by commas")
+    for option, value in (("--cells", args.cells), ("--steps", args.steps), ("--repeat", args.repeat),
+                          ("--ranks", min(args.ranks))):
+        if value < 1:
+            parser.error(f"{option}: {value} is not allowed; use a whole number >= 1")
+    if args.cutoff <= 0:
+        parser.error(f"--cutoff: {args.cutoff} is not allowed; use a number above 0")
+    return args
+
+
+def alternated(args, run_side, log) -> dict:
+    """{ranks: {"md": [sample, ...], "lammps": [...]}}: each repetition runs both codes at each rank count, md first
+    in even repetitions and LAMMPS first in odd ones (so that drift lands on both); ``run_side(side, ranks)`` is one
+    sample (a dict with "rate", atom-steps per second), taken with its load average before it."""
+    samples = {n: {"md": [], "lammps": []} for n in args.ranks}
+    for rep in range(args.repeat):
+        for ranks in args.ranks:
+            for side in (("md", "lammps") if rep % 2 == 0 else ("lammps", "md")):
+                load = loadavg()
+                sample = {**retried(lambda: run_side(side, ranks), log), "loadavg_before": load}
+                samples[ranks][side].append(sample)
+                log(f"rep {rep + 1}, {ranks} rank(s), {side}: {sample['rate'] / 1e6:.3f} M atom-steps/s"
+                    f"{sample.get('detail', '')} (load {load:.2f})")
+    return samples

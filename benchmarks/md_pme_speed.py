@@ -19,7 +19,6 @@ every repetition; the best repetition of each side counts. Goal: md at least 0.7
 Exit 0 when the goal is met, 1 when not or a run failed, 2 when it cannot run.
 """
 
-import argparse
 import json
 import sys
 import time
@@ -27,52 +26,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import (IN_PME, BenchError, loadavg, pme_problem, retried, run_lammps_pme, run_md_pme,  # noqa: E402
-                       same_mpi, scratch)
+from md_common import (IN_PME, BenchError, alternated, pme_problem, run_lammps_pme, run_md_pme,  # noqa: E402
+                       same_mpi, scratch, speed_args)
 
 GOAL = 0.7
 
 def parse(argv):
-    parser = argparse.ArgumentParser(prog="md_pme_speed.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cells", type=int, default=32, help="fcc cells per side (default 32: 131,072 atoms)")
-    parser.add_argument("--cutoff", type=float, default=5.8, help="cutoff, sigma (default 5.8, md's stmv)")
-    parser.add_argument("--steps", type=int, default=20, help="time steps (default 20)")
-    parser.add_argument("--ranks", default="1,2", help="rank counts, comma-separated (default 1,2)")
-    parser.add_argument("--repeat", type=int, default=2, help="repetitions of each pair (default 2)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
-    args = parser.parse_args(argv)
-    try:
-        args.ranks = [int(n) for n in args.ranks.split(",")]
-    except ValueError:
-        parser.error(f"--ranks: {args.ranks!r} is not allowed; use whole numbers separated by commas")
-    for option, value in (("--cells", args.cells), ("--steps", args.steps), ("--repeat", args.repeat),
-                          ("--ranks", min(args.ranks))):
-        if value < 1:
-            parser.error(f"{option}: {value} is not allowed; use a whole number >= 1")
-    if args.cutoff <= 0:
-        parser.error(f"--cutoff: {args.cutoff} is not allowed; use a number above 0")
-    return args
+    return speed_args(argv, "md_pme_speed.py", __doc__.split("\n\n")[0], cells=32, cutoff=5.8, steps=20, repeat=2,
+                      cells_help="131,072 atoms", cutoff_help=", md's stmv")
 
 
 def measure(args, log) -> dict:
     p = pme_problem(args.cells, args.cutoff, args.steps)
-    samples = {n: {"md": [], "lammps": []} for n in args.ranks}
     mpi = same_mpi()
     with scratch("md-pme-speed-") as tmp:
         infile, store = Path(tmp) / "in.pme", Path(tmp) / "results.jsonl"
         infile.write_text(IN_PME)
-        for rep in range(args.repeat):
-            for ranks in args.ranks:
-                order = ("md", "lammps") if rep % 2 == 0 else ("lammps", "md")
-                for side in order:
-                    load = loadavg()
-                    if side == "md":
-                        out = retried(lambda: run_md_pme("native", ranks, p, store, mpi), log)
-                    else:
-                        out = retried(lambda: run_lammps_pme("native", ranks, p, infile, mpi), log)
-                    samples[ranks][side].append({**out, "loadavg_before": load})
-                    log(f"rep {rep + 1}, {ranks} rank(s), {side}: {out['rate'] / 1e6:.3f} M atom-steps/s, long-range "
-                        f"{out['long_s']:.2f} s, pairs {out['pair_s']:.2f} s (load {load:.2f})")
+
+        def run_side(side, ranks):
+            out = run_md_pme("native", ranks, p, store, mpi) if side == "md" else \
+                run_lammps_pme("native", ranks, p, infile, mpi)
+            return {**out, "detail": f", long-range {out['long_s']:.2f} s, pairs {out['pair_s']:.2f} s"}
+
+        samples = alternated(args, run_side, log)
     rows = []
     for ranks in args.ranks:
         best = {side: max(samples[ranks][side], key=lambda s: s["rate"]) for side in ("md", "lammps")}

@@ -13,7 +13,6 @@ LAMMPS at every rank count.
 Exit 0 when the goal is met, 1 when not or a run failed, 2 when it cannot run.
 """
 
-import argparse
 import json
 import sys
 import time
@@ -21,54 +20,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import BenchError, loadavg, retried, run_lammps, run_md, same_mpi, scratch, write_input  # noqa: E402
+from md_common import (BenchError, alternated, run_lammps, run_md, same_mpi, scratch, speed_args,  # noqa: E402
+                       write_input)
 
 GOAL = 0.8
 
 
 def parse(argv):
-    parser = argparse.ArgumentParser(prog="md_speed.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cells", type=int, default=40, help="fcc cells per side (default 40: 256,000 atoms)")
-    parser.add_argument("--cutoff", type=float, default=2.5, help="LJ cutoff, sigma (default 2.5)")
-    parser.add_argument("--steps", type=int, default=100, help="time steps (default 100)")
-    parser.add_argument("--ranks", default="1,2", help="rank counts, comma-separated (default 1,2)")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions of each pair (default 3)")
-    parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
-    args = parser.parse_args(argv)
-    try:
-        args.ranks = [int(n) for n in args.ranks.split(",")]
-    except ValueError:
-        parser.error(f"--ranks: {args.ranks!r} is not allowed; use whole numbers separated by commas")
-    for option, value in (("--cells", args.cells), ("--steps", args.steps), ("--repeat", args.repeat),
-                          ("--ranks", min(args.ranks))):
-        if value < 1:
-            parser.error(f"{option}: {value} is not allowed; use a whole number >= 1")
-    return args
+    return speed_args(argv, "md_speed.py", __doc__.split("\n\n")[0], cells=40, cutoff=2.5, steps=100, repeat=3,
+                      cells_help="256,000 atoms", cutoff_help=", LJ")
 
 
 def measure(args, log) -> dict:
-    samples = {n: {"md": [], "lammps": []} for n in args.ranks}
     mpi = same_mpi()
     with scratch("md-speed-") as tmp:
         infile, store = write_input(Path(tmp)), Path(tmp) / "results.jsonl"
-        for rep in range(args.repeat):
-            for ranks in args.ranks:
-                order = ("md", "lammps") if rep % 2 == 0 else ("lammps", "md")
-                for side in order:
-                    load = loadavg()
-                    if side == "md":
-                        m = retried(lambda: run_md("native", ranks, args.cells, args.cutoff, args.steps, store,
-                                                   1800, mpi), log)["metrics"]
-                        rate = m["atom_steps_per_s"]
-                    else:
-                        out = retried(lambda: run_lammps("native", ranks, args.cells, args.cutoff, args.steps,
-                                                         infile, 1800, mpi), log)
-                        rate = out["atoms"] * out["steps"] / out["loop_s"]
-                    samples[ranks][side].append({"atom_steps_per_s": rate, "loadavg_before": load})
-                    log(f"rep {rep + 1}, {ranks} rank(s), {side}: {rate / 1e6:.3f} M atom-steps/s (load {load:.2f})")
+
+        def run_side(side, ranks):
+            if side == "md":
+                m = run_md("native", ranks, args.cells, args.cutoff, args.steps, store, 1800, mpi)["metrics"]
+                return {"rate": m["atom_steps_per_s"]}
+            out = run_lammps("native", ranks, args.cells, args.cutoff, args.steps, infile, 1800, mpi)
+            return {"rate": out["atoms"] * out["steps"] / out["loop_s"]}
+
+        samples = alternated(args, run_side, log)
     rows = []
     for ranks in args.ranks:
-        best = {side: max(s["atom_steps_per_s"] for s in samples[ranks][side]) for side in ("md", "lammps")}
+        best = {side: max(s["rate"] for s in samples[ranks][side]) for side in ("md", "lammps")}
         ratio = best["md"] / best["lammps"]
         rows.append({"ranks": ranks, "md": best["md"], "lammps": best["lammps"], "ratio": ratio,
                      "met": ratio >= GOAL})
