@@ -20,6 +20,7 @@ import pytest
 from conftest import vnetbench
 from faults.conftest import requires_netns, wait_for
 from harness import hoststate
+from vnetbench.core.procs import kill_session
 from vnetbench.mpi import mpirun, run_env
 
 SHORT_PINGPONG = ["--max-size", "64", "--iterations", "10", "--warmup", "2", "--large-iterations", "2",
@@ -91,12 +92,16 @@ def test_a_neighbours_files_links_mpi_job_and_vm_neither_fail_the_check_nor_are_
         assert all(_alive(pid) for pid in pids), "the neighbour's mpirun or QEMU was ended"
         assert len(pids) == (2 if qemu else 1)
     finally:
-        subprocess.run(["pkill", "-KILL", "-f", f"-c .*{tag}"], capture_output=True)
+        # the neighbour's whole session: it, its mpirun, its rank (sleep) and its QEMU
+        sessions = set()
         for pid in pids:
             try:
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
+                sessions.add(os.getsid(pid))
             except ProcessLookupError:
                 pass
+        for sid in sessions:
+            kill_session(sid, grace=0)
+        subprocess.run(["pkill", "-KILL", "-f", f"-c .*{tag}"], capture_output=True)
         subprocess.run(["ip", "netns", "del", f"{tag}-ns"], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{tag}a"], capture_output=True)
         for path in (Path(f"/tmp/{tag}-file"), old):
@@ -124,6 +129,7 @@ def test_leaks_of_the_tests_and_vnetbenchs_are_still_found_and_exactly_they_remo
             watch.remove(left)
             assert watch.leftovers(timeout=10) == {}, "remove left some of it"
         assert f"{job.pid} " in " ".join(left["processes"]["new"])
+        assert any(line.split(maxsplit=1)[1] == "sleep 600" for line in left["processes"]["new"])  # its rank too
         # (with the killed mpirun's own session folder in the TMPDIR, ompi.PID: the test's too)
         assert {str(session), str(temp)} <= set(left["temp_files"]["new"])
         assert link in str(left["interfaces"]["new"])
@@ -133,6 +139,6 @@ def test_leaks_of_the_tests_and_vnetbenchs_are_still_found_and_exactly_they_remo
     finally:
         subprocess.run(["ip", "link", "del", link], capture_output=True)
         temp.unlink(missing_ok=True)
-        if job is not None and job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(timeout=10)
+        if job is not None:
+            kill_session(job.pid, grace=0)  # its rank (sleep) too, in the session it leads
+            job.poll()

@@ -101,8 +101,8 @@ def _states() -> list[str]:
 
 def job_processes() -> list[str]:
     """'PID COMMAND' of every process that belongs to an MPI job or to a vnetbench command: inside a ``Watch``
-    only those carrying its mark (the test's own, wherever they were reparented), else those no other pytest
-    started."""
+    every process carrying its mark (the test's own, wherever they were reparented, whatever they run), else those
+    of a job by name that no other pytest started."""
     mark = os.environ.get(MARK)
     found = []
     for entry in Path("/proc").iterdir():
@@ -114,9 +114,12 @@ def job_processes() -> list[str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state == "Z" or not (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)):
+        if state == "Z":
             continue
-        if (_carries(int(entry.name), mark) if mark else not _of_another_pytest(int(entry.name))):
+        # inside a Watch every process of the test's counts (an MPI job's ranks are whatever program it ran);
+        # without one, those of a job by name that no other pytest started
+        if _carries(int(entry.name), mark) if mark else \
+                (JOB_PROCESS.match(comm) or JOB_COMMAND.search(cmdline)) and not _of_another_pytest(int(entry.name)):
             found.append(f"{entry.name} {cmdline[:200]}")
     return sorted(found)
 
