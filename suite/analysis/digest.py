@@ -22,6 +22,7 @@ class Digest:
     loaded: Loaded  # the counts: records, not ok, skipped lines, migrated, duplicates
     study: StudyTables
     breakdowns: Breakdowns
+    predictions: object = None  # vnetbench.predict.stored.Predictions: predictions beside the runs they predict
     not_numbers: list[str] = field(default_factory=list)  # "store:line: kernel run R repetition N: name=value"
     kept: list[dict] = field(default_factory=list)  # the records asked for, in store order
 
@@ -31,7 +32,13 @@ def digest(path, option: str = "--store", keep: Callable[[dict], bool] | None = 
     tables and plots read, or ``whole``): memory then grows with them, so ask only for what is shown."""
     slim = for_tables()
     result = Digest(Loaded(Path(path), []), StudyTables(), Breakdowns(keep=slim))
+    from vnetbench.predict.stored import Predictions, skipped
+
+    result.predictions = Predictions()
     for line, record in stream(path, option, result.loaded):
+        result.predictions.add(record)
+        if skipped(record):  # calibrations and predictions: no workload's runs
+            continue
         result.study.add(record)
         if keep is not None and keep(record):
             result.kept.append(record if whole else slim(record))

@@ -152,6 +152,20 @@ def _header_lines(context: dict) -> list[str]:
     return lines
 
 
+def prediction_grids(rows: list[dict]) -> list[Grid]:
+    """``vnetbench predict``'s predictions beside the runs they predict (vnetbench.predict.stored)."""
+    if not rows:
+        return []
+    headers = ["program", "ranks", "topology", "vs", "predicted %", "measured %", "error pp", "predicted s",
+               "measured s", "error %", "runs"]
+    body = [[row["program"] + (" (extrapolated)" if row["extrapolated"] else ""), str(row["ranks"]), row["topology"],
+             row["baseline"], fmt.number(row["predicted_overhead_pct"]), fmt.number(row["measured_overhead_pct"]),
+             fmt.number(row["error_pp"]), fmt.number(row["predicted_elapsed_s"]),
+             fmt.number(row["measured_elapsed_s"]), fmt.number(row["error_pct"]), "/".join(map(str, row["runs"]))]
+            for row in rows]
+    return [Grid(headers, body, "predicted (vnetbench predict) beside measured: overhead and elapsed_s, medians")]
+
+
 def breakdown_grids(rows: list[dict]) -> list[Grid]:
     """One grid per breakdown title: configuration columns, then the kernel's own."""
     from .breakdown import memory_label
@@ -199,5 +213,6 @@ def study_document(tables: list[StudyTable], context: dict) -> Document:
         headers, body = study_grid(table)
         grids.append(Grid(headers, body, table.title(), notes(table, context)))
     grids += breakdown_grids(context.get("breakdowns") or [])
+    grids += prediction_grids(context.get("predictions") or [])
     return Document(grids, before=_header_lines(context), legend=LEGEND, csv_rows=_csv_rows(tables),
                     data=to_json(tables, **context, legend=LEGEND))

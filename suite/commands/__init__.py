@@ -17,4 +17,6 @@ COMMANDS = {
     "exec": "run any MPI program on a topology",
     "hosts": "check real hosts, gather their facts, fetch their results",
     "ingest": "add records written by a direct mpirun launch to a store",
+    "calibrate": "measure a topology's paths (latency, bandwidth, allreduce) for predict",
+    "predict": "predict a profiled program's time and overhead on a topology, with why",
 }
