@@ -47,39 +47,49 @@ def cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def build(cc: str = "cc", cache: Path | None = None) -> Guard:
-    """The shim, compiled on first use into the per-user cache (atomically: a temp file, then rename);
-    without a C compiler, a Guard saying why there is none. Asked once per process: every repetition of a
-    sweep asks, and a compile that failed (up to COMPILE_TIMEOUT) is not tried again for each."""
-    source = SOURCE.read_bytes()
+    """The shim, compiled on first use into the per-user cache; without a C compiler, a Guard saying why there
+    is none. Asked once per process: every repetition of a sweep asks, and a compile that failed (up to
+    COMPILE_TIMEOUT) is not tried again for each."""
+    return Guard(*compile_cached(SOURCE, "worldsize", "the world-size guard", cc=cc, cache=cache))
+
+
+def compile_cached(source_path: Path, stem: str, what: str, *, cc: str = "cc", cache: Path | None = None,
+                   flags: tuple = ()) -> tuple[str | None, str | None]:
+    """(path, None) of the shared object built from ``source_path`` with ``cc`` into the per-user cache, named
+    ``stem`` and the hash of its source and flags (atomically: a temp file, then rename), or (None, why not).
+    ``what`` names it in the reason. The world-size guard's and the profiler's shims are built here."""
+    source = source_path.read_bytes()
     cache = cache or cache_dir()
-    target = cache / f"worldsize-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    digest = hashlib.sha256(source + repr(flags).encode()).hexdigest()[:16] if flags else \
+        hashlib.sha256(source).hexdigest()[:16]
+    target = cache / f"{stem}-{digest}.so"
     if target.is_file():
-        return Guard(str(target))
+        return str(target), None
     compiler = shutil.which(cc)
     if compiler is None:
-        return Guard(None, f"no C compiler ({cc}) on PATH to build the world-size guard")
+        return None, f"no C compiler ({cc}) on PATH to build {what}"
     try:
         for folder in (cache.parent, cache):
             private_dir(folder)
     except (OSError, LaunchError) as exc:
-        return Guard(None, f"cannot create {cache}: {exc}")
+        return None, f"cannot create {cache}: {exc}"
     temp = None
     try:
-        fd, temp = tempfile.mkstemp(prefix=".worldsize-", suffix=".so", dir=cache)
+        fd, temp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=cache)
         os.close(fd)
-        done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", temp, str(SOURCE), "-ldl"],
+        done = subprocess.run([compiler, *flags, "-shared", "-fPIC", "-O2", "-o", temp, str(source_path), "-ldl"],
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
         if done.returncode != 0:
             error = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            return Guard(None, f"{compiler} could not build the world-size guard: {error[:300]}")
+            return None, f"{compiler} could not build {what}: {error[:300]}"
         os.chmod(temp, 0o755)
         os.replace(temp, target)  # concurrent builders each rename a whole file
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Guard(None, f"{compiler} could not build the world-size guard: {exc}")
+        return None, f"{compiler} could not build {what}: {exc}"
     finally:
         if temp and os.path.exists(temp):
             os.unlink(temp)
-    return Guard(str(target))
+    return str(target), None
 
 
 def read(job_dir) -> list[dict]:
