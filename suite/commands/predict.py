@@ -27,15 +27,14 @@ def register(sub):
 
 
 def handle(args) -> int:
-    from vnetbench import topologies
     from vnetbench.core.store import Store
-    from vnetbench.predict import forecast, stored
+    from vnetbench.predict import forecast, paths, stored
 
     store = Store(args.store)
     records = store.read() if store.path.is_file() else []
     record = forecast.profile_record(records, args.profile, args.store)
     forecast.check_identity(record, args.program, args.ranks)
-    target = topologies.load(common.topology_arg(args))
+    target = paths.load(common.topology_arg(args))
     trace = forecast.load_trace(record, store)
     result = forecast.predict(records, record, target, trace)
     if not args.no_record:

@@ -55,23 +55,9 @@ def check_identity(record: dict, program: str | None, ranks: int | None) -> None
 
 
 def events_of(trace) -> tuple[list[list], list[float]]:
-    """The trace reader's per-rank events as ``replay.Event``s, and each rank's elapsed seconds."""
-    events = []
-    for rank in range(trace.ranks):
-        mine = []
-        for ev in trace.events(rank):
-            get = (lambda f, e=ev: e[f]) if not hasattr(ev, "call") else (lambda f, e=ev: getattr(e, f))
-            comm = get("comm")
-            mine.append(replay.Event(str(get("call")), float(get("t0")), float(get("t1")),
-                                     tuple(tuple(int(x) for x in s) for s in get("sends") or ()),
-                                     tuple(tuple(int(x) for x in s) for s in get("recvs") or ()),
-                                     tuple(tuple(int(x) for x in s) for s in get("completes") or ()),
-                                     tuple(int(m) for m in comm) if comm is not None and len(comm) else None,
-                                     int(get("nbytes") or 0), int(get("root") if get("root") is not None else -1)))
-        events.append(mine)
-    elapsed = trace.elapsed
-    elapsed = [float(elapsed)] * trace.ranks if isinstance(elapsed, (int, float)) else [float(e) for e in elapsed]
-    return events, elapsed
+    """The trace's per-rank events (the reader's ``Event``s have ``replay.Event``'s fields) and each rank's elapsed
+    seconds."""
+    return [trace.events(rank) for rank in range(trace.ranks)], [float(e) for e in trace.elapsed]
 
 
 def load_trace(record: dict, store):

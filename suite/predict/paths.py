@@ -94,3 +94,27 @@ def representatives(topology) -> dict[str, tuple[int, Path]]:
         path = classify(topology, ranks)[(0, ranks - 1)]
         found.setdefault(path.key, (ranks, path))
     return found
+
+
+def load(ref: str):
+    """The topology ``ref`` names, as ``--topology`` loads it; a topology file that this host cannot build (VMs
+    larger than its cpus or memory) is read by the spec model alone (names, switches, uplinks, placement are
+    checked; sizes are not fitted to this host): its paths are known, it is never brought up."""
+    from pathlib import Path
+
+    from vnetbench import topologies
+    from vnetbench.core.errors import SpecError
+
+    try:
+        return topologies.load(ref)
+    except SpecError:
+        if not Path(ref).is_file():
+            raise
+        from vnetbench.topologies.model import spec, validation
+
+        data, lines = validation.read(Path(ref), ref, "a topology spec", spec.MAX_SPEC_BYTES, "a topology file")
+        if not isinstance(data, dict) or data.get("backend", "netns") in ("local",) or not data.get("vms"):
+            raise
+        topology = spec.from_dict({k: v for k, v in data.items() if k != "scale_from"}, ref, lines)
+        topology._buildable = False
+        return topology

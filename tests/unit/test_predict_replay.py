@@ -1,0 +1,150 @@
+"""The replay (vnetbench.predict.replay) on hand-made event lists whose replayed times are computed by hand, over
+costs from a hand-made calibration: every path 10 us one way and 1 MB/s (a message of s bytes occupies its path
+s/1e6 s), an allreduce of two ranks 50 us."""
+
+import pytest
+
+from vnetbench.predict import model, paths, replay
+from vnetbench.predict.replay import Event
+from vnetbench.topologies.local import NativeTopology
+
+FLAT = [{"bytes": 8, "oneway_us": 10.0, "bandwidth_mbps": 1.0}, {"bytes": 1 << 20, "oneway_us": 10.0,
+                                                                    "bandwidth_mbps": 1.0}]
+
+
+def calibration(name="native", paths_=None, allreduce=None):
+    return {"run_id": f"cal-{name}", "started_at": "2026-11-29T00:00:00+00:00", "status": "ok",
+            "kernel": "calibration",
+            "calibration": {"topology": name, "paths": paths_ or {"host": {"sizes": FLAT}},
+                            "allreduce": allreduce if allreduce is not None else
+                            {"2": {"path": "host", "sizes": [{"bytes": 8, "us": 50.0}, {"bytes": 1 << 20,
+                                                                                          "us": 50.0}]}}}}
+
+
+def costs(ranks=2, own=None):
+    return model.Costs(NativeTopology({"name": "native"}), ranks, own or calibration(), [])
+
+
+def play(events, elapsed, ranks=2):
+    return replay.Replay(events, elapsed, costs(ranks)).run()
+
+
+def test_blocking_ping_pong_waits_for_the_message():
+    r0 = [Event("MPI_Send", 1.0, 1.002, sends=((1, 1000, 0, -1),)),
+          Event("MPI_Recv", 1.002, 1.5, recvs=((1, 1000, 0, -1),))]
+    r1 = [Event("MPI_Recv", 0.1, 1.0, recvs=((0, 1000, 0, -1),)),
+          Event("MPI_Send", 1.3, 1.301, sends=((0, 1000, 0, -1),))]
+    elapsed, ends, stats = play([r0, r1], [2.0, 1.5])
+    # rank 0 sends at 1.0: the path is busy 1 ms, the message arrives at 1.00001; rank 1's receive ends then, it
+    # computes 0.3 s and answers at 1.30001 (arrives 1.30002, sent 1.30101); rank 0 ends 0.5 s after that reply
+    assert ends[1] == pytest.approx(1.30101 + (1.5 - 1.301))
+    assert ends[0] == pytest.approx(1.30002 + 0.5)
+    assert elapsed == pytest.approx(1.80002)
+    assert stats.calls["MPI_Send"]["calls"] == 2 and stats.calls["MPI_Send"]["bytes"] == 2000
+    assert stats.paths["host"]["messages"] == 2
+
+
+def test_nonblocking_transfer_overlaps_the_computation_before_its_wait():
+    r0 = [Event("MPI_Isend", 0.0, 0.0001, sends=((1, 2000, 5, 0),)),
+          Event("MPI_Wait", 0.5, 0.5001, completes=((0, -1, 0),))]
+    r1 = [Event("MPI_Irecv", 0.0, 0.0, recvs=((0, 2000, 5, 3),)),
+          Event("MPI_Wait", 0.2, 0.3, completes=((3, 0, 2000),))]
+    elapsed, ends, stats = play([r0, r1], [0.6, 0.4])
+    assert ends[0] == pytest.approx(0.4999 + 0.0999)  # the Isend left (2 ms) long before its Wait
+    assert ends[1] == pytest.approx(0.2 + 0.1)  # arrived at 10 us, the Wait at 0.2 returns at once
+    assert stats.paths["host"]["overlapped_s"] == pytest.approx(0.002 + 0.00001)
+    assert elapsed == pytest.approx(0.5998)
+
+
+def test_a_wait_before_the_arrival_waits_for_it():
+    r0 = [Event("MPI_Isend", 0.1, 0.1, sends=((1, 8, 0, 0),)), Event("MPI_Wait", 0.1, 0.1, completes=((0, -1, 0),))]
+    r1 = [Event("MPI_Irecv", 0.0, 0.0, recvs=((-1, 8, -1, 7),)),  # any source, any tag
+          Event("MPI_Wait", 0.05, 0.2, completes=((7, 0, 8),))]
+    _, ends, stats = play([r0, r1], [0.1, 0.2])
+    assert ends[1] == pytest.approx(0.1 + 10e-6)
+    assert ends[0] == pytest.approx(0.1 + 8e-6)  # the Wait returns when 8 bytes left at 1 MB/s
+    assert stats.paths["host"]["overlapped_s"] == 0.0  # both Waits began before their transfers ended
+
+
+def test_messages_on_one_path_queue_behind_each_other():
+    r0 = [Event("MPI_Isend", 0.0, 0.0, sends=((1, 1000, 0, 0),)), Event("MPI_Isend", 0.0, 0.0, sends=((1, 1000, 0, 1),)),
+          Event("MPI_Waitall", 0.0, 0.0, completes=((0, -1, 0), (1, -1, 0)))]
+    r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 1000, 0, -1),)), Event("MPI_Recv", 0.0, 0.0, recvs=((0, 1000, 0, -1),))]
+    _, ends, _ = play([r0, r1], [0.0, 0.0])
+    assert ends[0] == pytest.approx(0.002)  # the second starts when the first has left
+    assert ends[1] == pytest.approx(0.001 + 10e-6)
+
+
+def test_tags_match_as_mpi_matches_them():
+    r0 = [Event("MPI_Send", 0.0, 0.0, sends=((1, 8, 1, -1),)), Event("MPI_Send", 0.5, 0.5, sends=((1, 8, 2, -1),))]
+    r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 8, 2, -1),)), Event("MPI_Recv", 0.0, 0.0, recvs=((0, 8, 1, -1),))]
+    _, ends, _ = play([r0, r1], [0.5, 0.0])
+    assert ends[1] == pytest.approx(0.5 + 8e-6 + 10e-6)  # tag 2 is the later message
+
+
+def test_a_collective_starts_when_its_last_member_enters():
+    r0 = [Event("MPI_Allreduce", 0.2, 0.6, comm=(0, 1), nbytes=8)]
+    r1 = [Event("MPI_Allreduce", 0.5, 0.6, comm=(0, 1), nbytes=8)]
+    _, ends, stats = play([r0, r1], [1.0, 0.7])
+    assert ends[0] == pytest.approx(0.5 + 50e-6 + 0.4)
+    assert ends[1] == pytest.approx(0.5 + 50e-6 + 0.1)
+    assert stats.paths["host"]["collective_s"] == pytest.approx(100e-6)
+
+
+def test_local_calls_take_what_they_took():
+    _, ends, _ = play([[Event("MPI_Comm_rank", 0.1, 0.3)]], [0.5], ranks=1)
+    assert ends == [pytest.approx(0.5)]
+
+
+def test_a_receive_no_send_matches_is_refused():
+    r0 = [Event("MPI_Recv", 0.0, 0.1, recvs=((1, 8, 0, -1),))]
+    r1 = [Event("MPI_Recv", 0.0, 0.1, recvs=((0, 8, 0, -1),))]
+    with pytest.raises(replay.ReplayError, match="rank 0 at event 0 .MPI_Recv."):
+        play([r0, r1], [0.1, 0.1])
+
+
+def test_the_curve_interpolates_log_log_and_extends_at_the_last_bandwidth():
+    curve = model.Curve([{"bytes": 8, "oneway_us": 10.0, "bandwidth_mbps": 1.0},
+                         {"bytes": 32, "oneway_us": 40.0, "bandwidth_mbps": 4.0}])
+    assert curve.oneway(16) == pytest.approx(20e-6)  # halfway in log size: the geometric mean
+    assert curve.oneway(2) == pytest.approx(10e-6)
+    assert curve.oneway(32 + 4_000_000) == pytest.approx(40e-6 + 1.0)
+    assert curve.occupancy(16) == pytest.approx(16 / 2.5e6)
+
+
+def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one():
+    uplink = {"sizes": [{"bytes": 8, "oneway_us": 20.0, "bandwidth_mbps": 1.0},
+                        {"bytes": 1 << 20, "oneway_us": 9000.0, "bandwidth_mbps": 118.0}],
+              "rate_bps": 1_000_000_000, "delay_us": 0}
+    switch = {"sizes": [{"bytes": 8, "oneway_us": 15.0, "bandwidth_mbps": 2.0},
+                        {"bytes": 1 << 20, "oneway_us": 800.0, "bandwidth_mbps": 1500.0}]}
+    measured = calibration("2vm-2vswitch", {"uplink/netns/bridge/1gbit": uplink}, {})
+    one_switch = calibration("2vm-1vswitch", {"switch/netns/bridge": switch}, {})
+    measured["run_id"], one_switch["run_id"] = "up1g", "sw"
+    target = paths.load(str(_ten_gbit()))
+    costs_ = model.Costs(target, 2, None, [measured, one_switch])
+    assert costs_.extrapolated and costs_.rests_on == ["up1g", "sw"]
+    oneway, occupancy, key = costs_.p2p(0, 1, 1 << 20)
+    wire_1g, wire_10g = (1 << 20) * 8 / 1e9, (1 << 20) * 8 / 1e10
+    assert key == "uplink/netns/bridge/10gbit"
+    assert oneway == pytest.approx(max(800e-6, 9000e-6 - wire_1g + wire_10g))
+    assert occupancy == pytest.approx(max((1 << 20) / 1500e6, wire_10g))
+    # no allreduce table at this path: ceil(log2 2) = 1 exchange of the worst path
+    assert costs_.allreduce((0, 1), 8) == pytest.approx(sum(costs_.p2p(0, 1, 8)[:2]))
+
+
+def _ten_gbit():
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp(prefix="vnetbench-test-")) / "ten.yaml"
+    path.write_text("name: ten\nbackend: netns\nswitches:\n  - {name: a, uplink: {rate: 10gbit}}\n"
+                    "  - {name: b, uplink: {rate: 10gbit}}\nvms:\n  - {name: h1, vcpus: 1, memory: 1GB, switch: a}\n"
+                    "  - {name: h2, vcpus: 1, memory: 1GB, switch: b}\n")
+    return path
+
+
+def test_no_calibration_of_a_switch_kind_is_refused():
+    target = paths.load("switch:ovs:2vm-1vswitch")
+    with pytest.raises(model.CalibrationError, match="switch/netns/ovs-auto"):
+        model.Costs(target, 2, None, [calibration()])
