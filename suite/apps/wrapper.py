@@ -3,7 +3,8 @@
 ``python -m vnetbench.apps.wrapper [--guard SHIM] [--env NAME=VALUE ...] -- PROGRAM [ARGS]``: writes this rank's
 placement (host, network namespace, addresses, cpus) to the job's folder and tells the job's watch that the
 rank started, then execs PROGRAM in the same process, so that the pid the watch follows is the program's.
-With --guard, PROGRAM runs with the world-size shim preloaded (worldsize.py), writing into the job's folder.
+With --guard, PROGRAM runs with the world-size shim preloaded (worldsize.py), writing into the job's folder;
+with --profile CAP:SHIM also with the MPI profiler's interposer (vnetbench.profile.preload), after the guard.
 """
 
 import json
@@ -53,9 +54,11 @@ def preload(shim: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    guard = None
+    guard = profile = None
     if argv[:1] == ["--guard"] and len(argv) > 1:
         guard, argv = argv[1], argv[2:]
+    if argv[:1] == ["--profile"] and len(argv) > 1:
+        profile, argv = argv[1], argv[2:]
     # the definition's env goes by argv: every launcher and backend carries argv to the rank unchanged
     while argv[:1] == ["--env"] and len(argv) > 1:
         name, _, value = argv[1].partition("=")
@@ -74,6 +77,13 @@ def main(argv: list[str]) -> int:
             preload(guard)
         except OSError as exc:  # the record then says the world was not observed; the run goes on
             print(f"vnetbench.apps.wrapper: cannot set up the world-size guard: {exc}", file=sys.stderr)
+    if profile:
+        from vnetbench.profile import preload as profiler
+
+        try:
+            profiler.apply(profile)  # after the guard: the guard's MPI_Init calls ours, ours the library's
+        except OSError as exc:  # the record then says which ranks wrote no profile; the run goes on
+            print(f"vnetbench.apps.wrapper: cannot set up the profiler: {exc}", file=sys.stderr)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
@@ -81,12 +91,12 @@ def main(argv: list[str]) -> int:
         return 127
 
 
-def command(program: list[str], env: dict[str, str], guard: str | None = None) -> list[str]:
+def command(program: list[str], env: dict[str, str], guard: str | None = None, profile: str | None = None) -> list[str]:
     """The rank-side argv that runs ``program`` with ``env`` added, through this wrapper (with the
-    world-size shim at ``guard`` preloaded, when given)."""
+    world-size shim at ``guard`` preloaded, when given, and the profiler ``profile`` names after it)."""
     pairs = [part for name, value in sorted(env.items()) for part in ("--env", f"{name}={value}")]
-    return [sys.executable, "-m", "vnetbench.apps.wrapper", *(["--guard", guard] if guard else []), *pairs, "--",
-            *program]
+    return [sys.executable, "-m", "vnetbench.apps.wrapper", *(["--guard", guard] if guard else []),
+            *(["--profile", profile] if profile else []), *pairs, "--", *program]
 
 
 def read_placement(job_dir, ranks: int) -> list[dict]:

@@ -208,6 +208,14 @@ def rank_options(args) -> dict:
     return {key: getattr(args, key) for key in kernels.RANK_OPTIONS if getattr(args, key, None)}
 
 
+def add_profile(parser) -> None:
+    parser.add_argument("--profile", nargs="?", const="summary", metavar="MODE",
+                        help="profile each rank's MPI calls without rebuilding the program (an LD_PRELOADed PMPI "
+                             "interposer): 'summary' (the default) stores per-call, per-peer and collective counts "
+                             "and times in the record's 'profile'; 'trace' also keeps each rank's events beside "
+                             "the store (docs/profile.md)")
+
+
 def add_app(parser) -> None:
     parser.add_argument("--app", metavar="FILE.yaml",
                         help="run a real application defined in FILE.yaml (command, parser, success, metrics) "
@@ -221,9 +229,16 @@ def finish(records: list[dict], store, form: str | None) -> int:
         from vnetbench.analysis import formats
 
         print(formats.run_text(form, records))
+    unprofiled = 0
     for record in records:
+        profile = record.get("profile")
+        if profile and profile.get("status") != "ok":
+            unprofiled += 1
+            print(f"vnetbench: {record['kernel']} repetition {record['repetition'] + 1}: profile "
+                  f"{profile.get('status')}: {profile.get('reason')}", file=sys.stderr)
         if record["status"] != "ok":
             print(f"vnetbench: {record['kernel']} repetition {record['repetition'] + 1}: {record['status']}: "
                   f"{record['validation']['detail'][:500]}", file=sys.stderr)
     print(f"vnetbench: {len(records)} record(s) appended to {store}", file=sys.stderr)
-    return 0 if all(record["status"] == "ok" for record in records) else 1
+    # a profile asked for and not had whole is no success, whatever the run did
+    return 0 if all(record["status"] == "ok" for record in records) and not unprofiled else 1

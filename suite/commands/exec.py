@@ -5,7 +5,7 @@ kernels: each rank inside its VM, mapped as the spec says, TCP on the topology's
 output passes through unchanged. The topology is brought up for the run (and taken down after)
 unless it is already up. Exit 0 when the program succeeds, 1 when it fails or times out.
 With --record the run is also stored as a record, as ``run --app`` stores one (--parser reads
-its metrics with a built-in parser).
+its metrics with a built-in parser). --profile implies --record: the profile is kept in the record.
 """
 
 import argparse
@@ -30,6 +30,7 @@ def register(sub):
     common.add_store(parser, default=False, help="with --record: results store")
     parser.add_argument("--parser", metavar="NAME", help=common.Shown(_parsers_help))
     common.add_mpi(parser)
+    common.add_profile(parser)
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]")
     parser.set_defaults(func=handle)
 
@@ -48,6 +49,11 @@ def handle(args) -> int:
     if not program:
         raise UsageError("PROGRAM: missing; give it after '--', e.g. vnetbench exec --topology 2vm-2vswitch "
                          "--ranks 2 -- ./osu_latency")
+    from vnetbench import profile
+
+    profile.check_mode(args.profile)
+    if args.profile:
+        args.record = True  # the profile lives in the run's record
     if not args.record and (args.store or args.parser):
         raise UsageError(f"{'--store' if args.store else '--parser'}: only with --record")
     if args.record:
@@ -83,5 +89,5 @@ def record(args, program: list[str]) -> int:
     # exec runs here, on the topology brought up for it: never as a scheduler's batch job
     records = engine.run(AppWorkload.of_program(program, args.parser), args.ranks,
                          topology=common.topology_arg(args), store=store, timeout=args.timeout, bind=args.bind,
-                         mpi=args.mpi, echo=sys.stdout, submit=False)
+                         mpi=args.mpi, echo=sys.stdout, submit=False, profile=args.profile)
     return common.finish(records, store, "table")

@@ -24,6 +24,7 @@ def register(sub):
     common.add_rank_options(parser)
     common.add_mpi(parser)
     common.add_app(parser)
+    common.add_profile(parser)
     parser.add_argument("--json", action="store_true", help="print the records as JSON Lines on stdout")
     parser.add_argument("--format", choices=formats.choices("run"), default="table",
                         help="table (with per-size rows) or osu: per-size rows in the OSU benchmarks' layout")
@@ -52,6 +53,9 @@ def handle(args) -> int:
     if args.help:
         print_help(args.parser, args.kernel)
         return 0
+    from vnetbench import profile
+
+    profile.check_mode(args.profile)  # before the workload's own checks: one bad option, one line
     workload = workloads.chosen(args.app, args.kernel, args.extra, typed=args.kernel)
     formats.check_run(args.format, workload.name)  # before anything runs
 
@@ -62,6 +66,6 @@ def handle(args) -> int:
     # with --json stdout is the records' alone: a program's own output goes to stderr
     records = engine.run(workload, args.ranks, topology=common.topology_arg(args), repeat=args.repeat,
                          store=args.store, timeout=args.timeout, bind=args.bind, mpi=args.mpi,
-                         rank_options=common.rank_options(args), on_record=show,
+                         rank_options=common.rank_options(args), on_record=show, profile=args.profile,
                          echo=sys.stderr if args.json else sys.stdout)
     return common.finish(records, args.store, None if args.json else args.format)

@@ -68,6 +68,7 @@ def register(sub):
     common.add_bind(parser)
     common.add_rank_options(parser)
     common.add_mpi(parser)
+    common.add_profile(parser)
     parser.add_argument("-h", "--help", action="store_true", help="show help (with --kernel: its options)")
     parser.set_defaults(func=handle, parser=parser, takes_extra=True)
 
@@ -92,6 +93,9 @@ def handle(args) -> int:
     if args.help:
         print_help(args.parser, sweep.kernel_of(args.study, args.kernel))
         return 0
+    from vnetbench import profile
+
+    profile.check_mode(args.profile)
     asked = sweep.settle(args.study, args.kernel, args.topologies, args.ranks, args.repeat, args.extra, app=args.app)
     asked = replace(asked, topologies=[common.vm_ref(args, ref, lone=len(asked.topologies) == 1)
                                                 for ref in asked.topologies])
@@ -100,7 +104,8 @@ def handle(args) -> int:
     plan = sweep.plan(asked.workload, asked.topologies, asked.ranks, asked.repeat, bind=args.bind,
                       run_options=common.rank_options(args), timeout=args.timeout, store=store, resume=args.resume,
                       optional_topologies=args.topologies is None, mpi=args.mpi,
-                      warmup=study_warmup(args, asked) if args.warmup is None else args.warmup)
+                      warmup=study_warmup(args, asked) if args.warmup is None else args.warmup,
+                      profile=args.profile)
     return run_plan(args, asked.study, plan, asked.topologies, asked.ranks, store)
 
 

@@ -32,13 +32,14 @@ BATCH_COMMAND = [sys.executable, "-m", "vnetbench.engine.batchjob"]
 def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Store | str | None = None,
         timeout: float | None = None, bind: str | None = None, mpi: str | None = None,
         rank_options: dict | None = None, realised=None, on_record: Callable[[dict], None] | None = None,
-        echo=sys.stderr, submit: bool = True) -> list[dict]:
+        echo=sys.stderr, submit: bool = True, profile: str | None = None) -> list[dict]:
     """Run ``workload`` ``repeat`` times on ``ranks`` ranks; append each record to ``store``; return them.
 
     ``topology`` is a ref (preset, YAML path, ``BACKEND:REF``) or a loaded topology; ``realised`` one that
     is up already (nothing is brought up or down). ``rank_options``: kernels.RANK_OPTIONS that are set.
     ``mpi`` is --mpi (None: $VNETBENCH_MPI, else auto). ``echo`` is where a program's own output is shown.
     With ``submit`` (the default) a backend that runs batch jobs (``Backend.batch``) gets the runs as one job.
+    ``profile`` is --profile's mode (summary, trace; None: not profiled): each record gets a ``profile``.
     """
     workload.check(ranks)
     rank_options = workload.check_rank_options(rank_options)
@@ -46,15 +47,21 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     if repeat < 1:
         raise UsageError(f"--repeat: {repeat} is out of range; allowed: >= 1")
     store = _store(store)
+    from vnetbench import profile as profiler
+
+    profiling = profiler.prepare(profile, store)  # the interposer built before anything starts
     timeout = timeout or workload.default_timeout(ranks)
     launcher, _ = mpiselect.choose(mpi, workload.program)  # before bring-up: no MPI, or one that cannot fit
-    options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo)
+    options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo,
+                   profiling=profiling)
     if realised is not None:
         with workload.ahead():
             return _repeat(workload, realised, ranks, repeat, store, launcher, **options)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
     check_vm_policies(topo, rank_options)
     batch = topologies.backend(topo.backend).batch(topo) if submit else None
+    if batch is not None and profiling is not None:
+        raise UsageError(f"--profile: not yet with {topo.backend}'s batch jobs; run inside an allocation")
     if batch is not None:  # a scheduler's job runs it (Slurm outside an allocation), its own run on its node
         asked = request(workload, ranks, repeat, timeout=timeout, bind=bind, rank_options=rank_options,
                         launcher=launcher, topology=topology_ref(topo, topology if isinstance(topology, str) else None))
@@ -87,11 +94,11 @@ def _store(store) -> Store | None:
 
 
 def _repeat(workload, realised, ranks, repeat, store, launcher, *, timeout, bind, rank_options, on_record,
-            echo) -> list[dict]:
+            echo, profiling=None) -> list[dict]:
     spec = realised.launch(ranks, bind)
     return repetitions(repeat, lambda repetition: run_once(
         workload, realised, spec, ranks, repetition, timeout, launcher, bind=bind, rank_options=rank_options,
-        echo=echo), store, on_record)
+        echo=echo, profiling=profiling), store, on_record)
 
 
 def repetitions(repeat: int, once: Callable[[int], dict], store: Store | None,
@@ -122,15 +129,17 @@ def check_vm_policies(topology, rank_options: dict) -> None:
 
 
 def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: float | None, launcher, *,
-             bind: str | None = None, rank_options: dict | None = None, echo=None) -> dict:
-    """One repetition on ``realised`` with ``spec`` (from ``realised.launch``); the record, whatever happened."""
+             bind: str | None = None, rank_options: dict | None = None, echo=None, profiling=None) -> dict:
+    """One repetition on ``realised`` with ``spec`` (from ``realised.launch``); the record, whatever happened.
+    With ``profiling`` (``profile.prepare``) the ranks run under the profiler and the record gets ``profile``."""
     from vnetbench.workloads import Run
 
     run = Run(realised, spec, ranks, repetition, timeout, launcher, bind, rank_options or {}, echo)
+    run.profiling = profiling
     workload.prepare(run)
     run.launch = {"mca": spec.mca, "notes": spec.notes, "timeout_s": timeout, "mpi": launcher.describe(),
                   **workload.launch_fields(run)}
-    argv = launch.mpirun_argv(spec, workload.rank_argv(run), launcher)
+    argv = launch.mpirun_argv(spec, workload.profiled(run, workload.rank_argv(run)), launcher)
     run.launch["command"] = workload.shown(argv)
     broken = realised.health()
     if broken:
@@ -138,10 +147,22 @@ def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: flo
     print(f"vnetbench: {workload.name} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
     ended = _execute(realised, spec, argv, launcher, timeout, run_id=run.run_id,
                      passthrough=workload.passthrough(run), records=workload.records_on_stdout,
-                     observe=lambda job_dir: workload.observe(run, job_dir))
+                     observe=lambda job_dir: _observe(workload, run, job_dir))
     run.outcome, run.elapsed, run.culprit, run.problem = ended.outcome, ended.elapsed, ended.culprit, ended.problem
     run.launch["host_load"] = ended.load
-    return workload.judge(run)
+    record = workload.judge(run)
+    if profiling is not None:
+        record["profile"] = run.seen.get("profile") or {
+            "mode": profiling.mode, "status": "unavailable", "reason": "the job's folder was not read"}
+    return record
+
+
+def _observe(workload, run, job_dir) -> None:
+    workload.observe(run, job_dir)
+    if run.profiling is not None:
+        from vnetbench.profile import collect
+
+        run.seen["profile"] = collect.observe(run.profiling, job_dir, run.ranks, run.run_id)
 
 
 class Ended(namedtuple("Ended", "outcome elapsed culprit problem load")):

@@ -100,6 +100,7 @@ class Plan:
     launcher: object = None  # the flavours.Launcher every job runs with
     resume: bool = False
     warmup: int = 0  # unrecorded runs of each configuration before its first measured one
+    profiling: object = None  # profile.Profiling when --profile asked for it
 
     @property
     def kernel(self) -> str:
@@ -119,7 +120,8 @@ class Plan:
 
 def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: int, *, bind: str | None = None,
          run_options: dict | None = None, timeout: float | None = None, store: Store | None = None,
-         resume: bool = False, optional_topologies: bool = False, mpi: str | None = None, warmup: int = 0) -> Plan:
+         resume: bool = False, optional_topologies: bool = False, mpi: str | None = None, warmup: int = 0,
+         profile: str | None = None) -> Plan:
     """Every job of the sweep, with the combinations that cannot run and why; UsageError when none can.
 
     Topologies that do not load are bad input (UsageError) unless ``optional_topologies``;
@@ -140,7 +142,10 @@ def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: in
     if why_not and all(why_not.values()):
         raise UsageError(next(iter(why_not.values())))
     workload.check_startable()
-    result = Plan(workload, repeat, bind, run_options, timeout, resume=resume, warmup=warmup)
+    from vnetbench import profile as profiler
+
+    result = Plan(workload, repeat, bind, run_options, timeout, resume=resume, warmup=warmup,
+                  profiling=profiler.prepare(profile, store))
     result.launcher = mpiselect.choose(mpi, workload.program)[0]
     for name in topology_names:
         try:
@@ -225,6 +230,8 @@ def run_all(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
             here.append(job)
         else:
             batches.setdefault(topo.backend, (batch, []))[1].append(_item(plan, job, topo))
+    if batches and plan.profiling is not None:
+        raise UsageError(f"--profile: not yet with {', '.join(batches)}'s batch jobs; run inside an allocation")
     for batch, items in batches.values():
         records += batch.sweep(items, command=engine.BATCH_COMMAND, store=store, launcher=plan.launcher,
                                resume=plan.resume, on_start=_to_job(on_start), on_finish=_to_job(on_finish), say=say)
@@ -275,7 +282,7 @@ def run_all(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Ca
 def _warm_up(plan: Plan, realised, specs: dict, job: PlannedRun, say: Callable[[str], None] | None) -> None:
     """``plan.warmup`` runs of ``job``'s configuration whose records are not kept: what a first run pays alone."""
     for index in range(plan.warmup):
-        record = _run(plan, realised, specs, job)
+        record = _run(plan, realised, specs, job, profiled=False)
         if say:
             detail = "" if record["status"] == "ok" else f": {record['validation'].get('detail', '')[:300]}"
             say(f"{plan.kernel} x{job.ranks} on {job.topology}, warm-up {index + 1}/{plan.warmup} "
@@ -299,13 +306,14 @@ def _to_job(callback: Callable | None) -> Callable | None:
     return lambda item, *rest: callback(item.job if isinstance(item, BatchItem) else item, *rest)
 
 
-def _run(plan: Plan, up, specs: dict, job: PlannedRun) -> dict:
+def _run(plan: Plan, up, specs: dict, job: PlannedRun, profiled: bool = True) -> dict:
     try:
         if job.ranks not in specs:
             specs[job.ranks] = up.launch(job.ranks, plan.bind)
         timeout = plan.timeout or plan.workload.default_timeout(job.ranks)
         return engine.run_once(plan.workload, up, specs[job.ranks], job.ranks, job.repetition, timeout,
-                               plan.launcher, bind=plan.bind, rank_options=plan.run_options)
+                               plan.launcher, bind=plan.bind, rank_options=plan.run_options,
+                               profiling=plan.profiling if profiled else None)
     except VnetbenchError as exc:  # the backend refused this rank count, or mpirun could not start
         return _failure(plan, job, up.describe(), f"could not launch: {exc}")
 

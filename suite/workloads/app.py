@@ -64,7 +64,12 @@ class AppWorkload(Workload):
         run.seen["guard"] = worldsize.build()  # compiled once per user and source, before the clock starts
 
     def rank_argv(self, run: Run) -> list[str]:
-        return wrapper.command(self.app.argv(), self.app.spec.env, run.seen["guard"].path)
+        profiling = getattr(run, "profiling", None)
+        return wrapper.command(self.app.argv(), self.app.spec.env, run.seen["guard"].path,
+                               profiling.token() if profiling else None)
+
+    def profiled(self, run: Run, argv: list[str]) -> list[str]:
+        return argv  # the wrapper preloads the profiler after the world-size guard (rank_argv)
 
     def passthrough(self, run: Run):
         run.seen["capture"] = Capture(run.echo)

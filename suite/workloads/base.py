@@ -34,6 +34,7 @@ class Run:
         self.culprit: dict | None = None  # the rank that brought the job down (jobs.Job.culprit), when it failed
         self.problem: dict | None = None  # why the job's watch stopped it ({"detail", "vms"}), or None
         self.seen: dict = {}  # what the workload kept of this run (its capture, its guard, ...)
+        self.profiling = None  # profile.Profiling when --profile asked for it
 
     def __repr__(self) -> str:
         return f"Run({vars(self)})"
@@ -110,6 +111,11 @@ class Workload(ABC):
     @abstractmethod
     def rank_argv(self, run: Run) -> list[str]:
         """What each rank starts (after the launcher's own arguments)."""
+
+    def profiled(self, run: Run, argv: list[str]) -> list[str]:
+        """``argv`` (``rank_argv``'s) as a profiled run starts it (``run.profiling``): the profiler preloaded."""
+        profiling = getattr(run, "profiling", None)
+        return argv if profiling is None else [*profiling.rank_prefix(), *argv]
 
     def shown(self, argv: list[str]) -> str:
         """The launcher's argv as the record's ``launch.command`` shows it."""
