@@ -35,7 +35,7 @@ def handle(args) -> int:
     record = forecast.profile_record(records, args.profile, args.store)
     forecast.check_identity(record, args.program, args.ranks)
     target = paths.load(common.topology_arg(args))
-    trace = forecast.load_trace(record, store)
+    trace = forecast.load_trace(record, store.path)
     result = forecast.predict(records, record, target, trace)
     if not args.no_record:
         store.append(stored.prediction_record(record, target, result))
