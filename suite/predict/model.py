@@ -28,6 +28,8 @@ import math
 
 from vnetbench.core.errors import UsageError
 
+from vnetbench.topologies.model import units
+
 from . import paths
 
 
@@ -156,10 +158,12 @@ class Costs:
                 self._rest_on(record, True)
                 if floor:
                     self._rest_on(floor[0], True)
-                self.notes[path.key] = (f"the {key} uplink measured on {record['calibration']['topology']} at "
-                                        f"{path.describe()}" + (f", no faster than one switch (calibration of "
-                                                                f"{floor[0]['calibration']['topology']})"
-                                                                if floor else ""))
+                self.notes[path.key] = (f"extrapolated from the {table['describe'] if 'describe' in table else key} "
+                                        f"measured on {record['calibration']['topology']}, at "
+                                        f"{units.format_rate(path.rate)}"
+                                        + (f" +{path.delay_us} us" if path.delay_us else "")
+                                        + (f", no faster than one switch (measured on "
+                                           f"{floor[0]['calibration']['topology']})" if floor else ""))
                 return Rerated(Curve(table["sizes"]), table["rate_bps"], table.get("delay_us") or 0, path.rate,
                                path.delay_us or 0, Curve(floor[1]["sizes"]) if floor else None)
         return None

@@ -18,7 +18,7 @@ def prediction_record(profile: dict, target, result: dict) -> dict:
     """The stored form of ``predict``'s ``result`` for ``profile``'s program on ``target``."""
     return make_record(kernel=KERNEL, params={"program": result["program"], "profile": result["profile"]},
                        ranks=result["ranks"], metrics={}, validation={"passed": True, "detail": "a prediction"},
-                       placement=[], environment={}, status="ok",
+                       placement=profile["placement"], environment={}, status="ok",
                        topology={"name": target.name, "backend": target.backend, "spec": target.to_dict()},
                        prediction={k: v for k, v in result.items() if k != "breakdown"})
 
