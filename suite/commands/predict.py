@@ -12,7 +12,7 @@ from . import COMMANDS, common
 def register(sub):
     parser = sub.add_parser("predict", help=COMMANDS["predict"], description=__doc__.replace("``", ""))
     parser.add_argument("--profile", required=True, metavar="RUN_ID",
-                        help="a run profiled with --profile trace (RUN_ID or RUN_ID:REPETITION)")
+                        help="a run profiled with --profile trace: RUN_ID, RUN_ID:REPETITION, or 'last' (the store's latest)")
     common.add_topology(parser, required=True)
     common.add_vms(parser)
     common.add_store(parser, help="results store holding the profiled run and the calibrations")

@@ -26,6 +26,11 @@ def profile_record(records: list[dict], run_id: str, store: str) -> dict:
     """The record of run ``run_id`` (``RUN_ID`` or ``RUN_ID:REPETITION``, 1-based) that has a trace; exit-2 errors
     naming why not."""
     ident, _, rep = run_id.partition(":")
+    if run_id == "last":  # the store's latest run profiled with a trace
+        traced = [r for r in records if isinstance(r.get("profile"), dict) and r["profile"].get("mode") == "trace"]
+        if not traced:
+            raise UsageError(f"--profile: no run in {store} was profiled with --profile trace")
+        ident, rep = traced[-1]["run_id"], str(traced[-1]["repetition"] + 1)
     found = [r for r in records if r.get("run_id") == ident and not calibration.is_calibration(r)]
     if rep:
         found = [r for r in found if str(r["repetition"] + 1) == rep]
