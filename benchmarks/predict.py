@@ -35,15 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from md_common import (IN_LJ, LOOP, BenchError, lammps, loadavg, retried, same_mpi, scratch,  # noqa: E402
                        vnetbench)
+from perf.programs import others_busy_now, wait_for_quiet  # noqa: E402
 
 GOAL_PP = 2.0
 TOPOLOGIES = ["native", "2vm-1vswitch", "2vm-2vswitch"]
 # small problems: 6 repetitions x 4 programs x 3 topologies on a 2-core machine
 PROGRAMS = {
-    "md": {"kind": "run", "argv": ["md", "--cells", "16", "--cutoff", "2.5", "--steps", "100"]},
+    "md": {"kind": "run", "argv": ["md", "--cells", "16", "--cutoff", "2.5", "--steps", "50"]},
     "halo": {"kind": "run", "argv": ["halo", "--global", "64,64,64", "--steps", "200"]},
-    "lammps-lj": {"kind": "lammps", "vars": {"c": 20, "rc": 2.5, "n": 200}},
-    "lammps-long-cutoff": {"kind": "lammps", "vars": {"c": 16, "rc": 5.0, "n": 60}},
+    "lammps-lj": {"kind": "lammps", "vars": {"c": 20, "rc": 2.5, "n": 100}},
+    "lammps-long-cutoff": {"kind": "lammps", "vars": {"c": 16, "rc": 5.0, "n": 40}},
 }
 
 
@@ -52,6 +53,8 @@ def parse(argv):
     parser.add_argument("--repeat", type=int, default=6, help="alternated repetitions (default 6)")
     parser.add_argument("--only", help=f"programs, comma-separated (default all: {', '.join(PROGRAMS)})")
     parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
+    parser.add_argument("--quiet-wait", type=float, default=0.0, metavar="S",
+                        help="before each run wait up to S s for other processes to go (almost) idle (default 0)")
     parser.add_argument("--table", nargs="+", metavar="RUN.json", help="pool earlier runs' JSON and print the table")
     args = parser.parse_args(argv)
     args.programs = [p for p in (args.only.split(",") if args.only else PROGRAMS)]
@@ -98,8 +101,19 @@ def last_record(store: Path) -> dict:
     return json.loads(store.read_text().splitlines()[-1])
 
 
+QUIET = {"wait": 0.0}
+
+
 def run_once(name: str, topology: str, store: Path, infile: Path, mpi: str, profile: bool = False) -> dict:
-    """One run of program ``name`` on ``topology``: {"loop_s", "run_id"}."""
+    """One run of program ``name`` on ``topology``: {"loop_s", "run_id", "others_busy"} (cores other processes kept
+    busy just before)."""
+    others = wait_for_quiet(QUIET["wait"]) if QUIET["wait"] else others_busy_now()
+    out = _run_once(name, topology, store, infile, mpi, profile)
+    out["others_busy"] = others
+    return out
+
+
+def _run_once(name: str, topology: str, store: Path, infile: Path, mpi: str, profile: bool) -> dict:
     p = PROGRAMS[name]
     extra = ["--profile", "trace"] if profile else []
     if p["kind"] == "run":
@@ -164,7 +178,11 @@ def measure(args) -> dict:
                     for target in order:
                         run = retried(lambda: run_once(name, files[target], store, infile, mpi), log)
                         result["programs"][name]["loops"][target].append(run["loop_s"])
-                        log(f"rep {rep + 1} {name} on {target}: {run['loop_s']:.3f} s (load {loadavg():.2f})")
+                        result["programs"][name].setdefault("others_busy", {}).setdefault(target, []).append(
+                            run["others_busy"])
+                        log(f"rep {rep + 1} {name} on {target}: {run['loop_s']:.3f} s (load {loadavg():.2f}, others "
+                            f"{run['others_busy'] if run['others_busy'] is None else round(run['others_busy'], 2)} "
+                            f"cores)")
         finally:
             for spec in up:
                 vnb("topology", "down", spec, timeout=180, check=False)
@@ -220,6 +238,7 @@ def pooled(paths: list[str]) -> dict:
 
 def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    QUIET["wait"] = args.quiet_wait
     if args.table:
         result = pooled(args.table)
     else:
