@@ -149,11 +149,11 @@ def freshness(record: dict, topology) -> str | None:
 
 
 def find(records: list[dict], topology, mpi: str | None = None) -> tuple[dict | None, str | None]:
-    """(the newest fresh calibration of ``topology`` whose MPI is ``mpi`` (None: any), None) or (None, why not)."""
+    """(the newest fresh calibration of ``topology`` whose MPI is ``mpi`` (None: any), None); else (None, why not):
+    None when there is no calibration of a topology of that name at all, a sentence when there are only stale
+    ones (another spec, a spec file changed since, another MPI)."""
     same = [r for r in records if is_calibration(r) and r["status"] == "ok"
             and r["calibration"].get("topology") == topology.name]
-    if not same:
-        return None, f"no calibration of {topology.name}"
     stale = None
     for record in sorted(same, key=_started, reverse=True):
         why = freshness(record, topology)

@@ -95,9 +95,9 @@ def base_topology(record: dict):
 def costs_for(topology, ranks: int, records: list[dict], mpi: str | None, what: str) -> model.Costs:
     """The costs of ``topology``: its own fresh calibration, else extrapolated from others; exit 2 when a calibration
     of it is stale, or nothing covers a path."""
-    own, why = calibration.find(records, topology, mpi)
-    if own is None and why and "stale" in why or own is None and why and "made with" in why:
-        raise UsageError(f"{what}: {why}; run vnetbench calibrate --topology {topology.name} again")
+    own, stale = calibration.find(records, topology, mpi)
+    if stale:
+        raise UsageError(f"{what}: {stale}; run vnetbench calibrate --topology {topology.name} again")
     others = calibration.usable(records, mpi, exclude=topology.name)
     try:
         return model.Costs(topology, ranks, own, others)

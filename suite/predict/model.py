@@ -6,8 +6,8 @@ For a path measured by a calibration (``calibration.path_table``):
   log-log between the measured sizes; below the smallest, the smallest's; above the largest, the largest's
   plus the extra bytes at the largest size's bandwidth;
 - ``occupancy(s)``: how long one message of ``s`` bytes keeps the path busy when messages stream (LogGP's g and
-  G): ``s / bandwidth(s)``, the windowed bandwidth interpolated over log size. Back-to-back messages on one
-  path queue behind each other's occupancy (``replay``).
+  G): ``s / bandwidth(s)``, the windowed bandwidth interpolated over log size, never more than ``oneway(s)``.
+  Back-to-back messages on one path queue behind each other's occupancy (``replay``).
 
 A path no calibration of this topology holds is extrapolated (``Costs.extrapolated``) from calibrations of its
 parts, in this order: the same path key measured on another topology (``4vm-4vswitch``'s uplinks are
@@ -71,7 +71,9 @@ class Curve:
         return self._at(self.oneways, max(size, 1.0), True)
 
     def occupancy(self, size: float) -> float:
-        return max(size, 1.0) / self.bandwidth(size)
+        # never more than the one-way time: a message streams through its path at least as fast as it crosses it
+        # alone (a windowed bandwidth that says otherwise was disturbed - other work on a shared machine)
+        return min(max(size, 1.0) / self.bandwidth(size), self.oneway(size))
 
 
 class Rerated:
@@ -91,7 +93,7 @@ class Rerated:
     def occupancy(self, size: float) -> float:
         wire = max(size, 1.0) * 8.0 / self.rate
         floor = self.floor.occupancy(size) if self.floor else 0.0
-        return max(floor, wire)
+        return min(max(floor, wire), self.oneway(size))
 
 
 class Costs:
@@ -108,6 +110,7 @@ class Costs:
         self.notes: dict[str, str] = {}
         self.extrapolated = False
         self._worst: dict[tuple, paths.Path] = {}
+        self._tables: dict[tuple, Curve] = {}
         for path in {p.key: p for p in self.pairs.values()}.values():
             self.curves[path.key] = self._resolve(path)
 
@@ -207,8 +210,6 @@ class Costs:
             measured = record["calibration"].get("allreduce", {}).get(str(n))
             if measured and measured["path"] == key:
                 self._rest_on(record, record is not self.own)
-                if not hasattr(self, "_tables"):
-                    self._tables = {}
                 if (n, key) not in self._tables:
                     rows = [{"bytes": r["bytes"], "oneway_us": r["us"], "bandwidth_mbps": 1.0} for r in
                             measured["sizes"]]

@@ -1,6 +1,6 @@
 """The replay (vnetbench.predict.replay) on hand-made event lists whose replayed times are computed by hand, over
-costs from a hand-made calibration: every path 10 us one way and 1 MB/s (a message of s bytes occupies its path
-s/1e6 s), an allreduce of two ranks 50 us."""
+costs from a hand-made calibration: every path 1 ms one way and 1 MB/s (a message of s <= 1000 bytes occupies its
+path s/1e6 s), an allreduce of two ranks 50 us."""
 
 import pytest
 
@@ -8,8 +8,8 @@ from vnetbench.predict import model, paths, replay
 from vnetbench.predict.replay import Event
 from vnetbench.topologies.local import NativeTopology
 
-FLAT = [{"bytes": 8, "oneway_us": 10.0, "bandwidth_mbps": 1.0}, {"bytes": 1 << 20, "oneway_us": 10.0,
-                                                                    "bandwidth_mbps": 1.0}]
+FLAT = [{"bytes": 8, "oneway_us": 1000.0, "bandwidth_mbps": 1.0}, {"bytes": 1 << 20, "oneway_us": 1000.0,
+                                                                      "bandwidth_mbps": 1.0}]
 
 
 def calibration(name="native", paths_=None, allreduce=None):
@@ -35,24 +35,24 @@ def test_blocking_ping_pong_waits_for_the_message():
     r1 = [Event("MPI_Recv", 0.1, 1.0, recvs=((0, 1000, 0, -1),)),
           Event("MPI_Send", 1.3, 1.301, sends=((0, 1000, 0, -1),))]
     elapsed, ends, stats = play([r0, r1], [2.0, 1.5])
-    # rank 0 sends at 1.0: the path is busy 1 ms, the message arrives at 1.00001; rank 1's receive ends then, it
-    # computes 0.3 s and answers at 1.30001 (arrives 1.30002, sent 1.30101); rank 0 ends 0.5 s after that reply
-    assert ends[1] == pytest.approx(1.30101 + (1.5 - 1.301))
-    assert ends[0] == pytest.approx(1.30002 + 0.5)
-    assert elapsed == pytest.approx(1.80002)
+    # rank 0 sends at 1.0: the path is busy 1 ms, the message arrives at 1.001; rank 1's receive ends then, it
+    # computes 0.3 s and answers at 1.301 (sent and arrived at 1.302); rank 0 ends 0.5 s after that reply
+    assert ends[1] == pytest.approx(1.302 + (1.5 - 1.301))
+    assert ends[0] == pytest.approx(1.302 + 0.5)
+    assert elapsed == pytest.approx(1.802)
     assert stats.calls["MPI_Send"]["calls"] == 2 and stats.calls["MPI_Send"]["bytes"] == 2000
     assert stats.paths["host"]["messages"] == 2
 
 
 def test_nonblocking_transfer_overlaps_the_computation_before_its_wait():
-    r0 = [Event("MPI_Isend", 0.0, 0.0001, sends=((1, 2000, 5, 0),)),
+    r0 = [Event("MPI_Isend", 0.0, 0.0001, sends=((1, 500, 5, 0),)),
           Event("MPI_Wait", 0.5, 0.5001, completes=((0, -1, 0),))]
-    r1 = [Event("MPI_Irecv", 0.0, 0.0, recvs=((0, 2000, 5, 3),)),
-          Event("MPI_Wait", 0.2, 0.3, completes=((3, 0, 2000),))]
+    r1 = [Event("MPI_Irecv", 0.0, 0.0, recvs=((0, 500, 5, 3),)),
+          Event("MPI_Wait", 0.2, 0.3, completes=((3, 0, 500),))]
     elapsed, ends, stats = play([r0, r1], [0.6, 0.4])
-    assert ends[0] == pytest.approx(0.4999 + 0.0999)  # the Isend left (2 ms) long before its Wait
-    assert ends[1] == pytest.approx(0.2 + 0.1)  # arrived at 10 us, the Wait at 0.2 returns at once
-    assert stats.paths["host"]["overlapped_s"] == pytest.approx(0.002 + 0.00001)
+    assert ends[0] == pytest.approx(0.4999 + 0.0999)  # the Isend left (0.5 ms) long before its Wait
+    assert ends[1] == pytest.approx(0.2 + 0.1)  # arrived at 1 ms, the Wait at 0.2 returns at once
+    assert stats.paths["host"]["overlapped_s"] == pytest.approx(0.0005 + 0.001)
     assert elapsed == pytest.approx(0.5998)
 
 
@@ -61,7 +61,7 @@ def test_a_wait_before_the_arrival_waits_for_it():
     r1 = [Event("MPI_Irecv", 0.0, 0.0, recvs=((-1, 8, -1, 7),)),  # any source, any tag
           Event("MPI_Wait", 0.05, 0.2, completes=((7, 0, 8),))]
     _, ends, stats = play([r0, r1], [0.1, 0.2])
-    assert ends[1] == pytest.approx(0.1 + 10e-6)
+    assert ends[1] == pytest.approx(0.1 + 1e-3)
     assert ends[0] == pytest.approx(0.1 + 8e-6)  # the Wait returns when 8 bytes left at 1 MB/s
     assert stats.paths["host"]["overlapped_s"] == 0.0  # both Waits began before their transfers ended
 
@@ -72,14 +72,14 @@ def test_messages_on_one_path_queue_behind_each_other():
     r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 1000, 0, -1),)), Event("MPI_Recv", 0.0, 0.0, recvs=((0, 1000, 0, -1),))]
     _, ends, _ = play([r0, r1], [0.0, 0.0])
     assert ends[0] == pytest.approx(0.002)  # the second starts when the first has left
-    assert ends[1] == pytest.approx(0.001 + 10e-6)
+    assert ends[1] == pytest.approx(0.001 + 1e-3)  # it starts at 0.001 and takes 1 ms
 
 
 def test_tags_match_as_mpi_matches_them():
     r0 = [Event("MPI_Send", 0.0, 0.0, sends=((1, 8, 1, -1),)), Event("MPI_Send", 0.5, 0.5, sends=((1, 8, 2, -1),))]
     r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 8, 2, -1),)), Event("MPI_Recv", 0.0, 0.0, recvs=((0, 8, 1, -1),))]
     _, ends, _ = play([r0, r1], [0.5, 0.0])
-    assert ends[1] == pytest.approx(0.5 + 8e-6 + 10e-6)  # tag 2 is the later message
+    assert ends[1] == pytest.approx(0.5 + 8e-6 + 1e-3)  # tag 2 is the later message
 
 
 def test_a_collective_starts_when_its_last_member_enters():
