@@ -6,7 +6,9 @@ For a path measured by a calibration (``calibration.path_table``):
   log-log between the measured sizes; below the smallest, the smallest's; above the largest, the largest's
   plus the extra bytes at the largest size's bandwidth;
 - ``occupancy(s)``: how long one message of ``s`` bytes keeps the path busy when messages stream (LogGP's g and
-  G): ``s / bandwidth(s)``, the windowed bandwidth interpolated over log size, never more than ``oneway(s)``.
+  G): ``s / bandwidth(s)``, the windowed bandwidth interpolated over log size, never more than ``oneway(s)`` and,
+  on an uplink, never less than its wire time ``s*8/rate`` (a lone message may cross faster, in the shaper's
+  burst; a stream leaves at the rate).
   Back-to-back messages on one path queue behind each other's occupancy (``replay``).
 
 A path no calibration of this topology holds is extrapolated (``Costs.extrapolated``) from calibrations of its
@@ -40,7 +42,8 @@ class CalibrationError(UsageError):
 class Curve:
     """A measured path: ``oneway(s)`` and ``occupancy(s)`` in seconds from a table of sizes."""
 
-    def __init__(self, rows: list[dict]):
+    def __init__(self, rows: list[dict], rate_bps: int | None = None):
+        self.rate_bps = rate_bps
         rows = sorted((r for r in rows if r.get("bytes") and r.get("oneway_us") and r.get("bandwidth_mbps")),
                       key=lambda r: r["bytes"])
         if not rows:
@@ -72,8 +75,10 @@ class Curve:
 
     def occupancy(self, size: float) -> float:
         # never more than the one-way time: a message streams through its path at least as fast as it crosses it
-        # alone (a windowed bandwidth that says otherwise was disturbed - other work on a shared machine)
-        return min(max(size, 1.0) / self.bandwidth(size), self.oneway(size))
+        # alone (a windowed bandwidth that says otherwise was disturbed - other work on a shared machine); never less
+        # than an uplink's wire time: a stream leaves at its rate, whatever a lone message's burst did
+        occupancy = min(max(size, 1.0) / self.bandwidth(size), self.oneway(size))
+        return max(occupancy, max(size, 1.0) * 8.0 / self.rate_bps) if self.rate_bps else occupancy
 
 
 class Rerated:
@@ -93,7 +98,7 @@ class Rerated:
     def occupancy(self, size: float) -> float:
         wire = max(size, 1.0) * 8.0 / self.rate
         floor = self.floor.occupancy(size) if self.floor else 0.0
-        return min(max(floor, wire), self.oneway(size))
+        return max(floor, wire)
 
 
 class Costs:
@@ -135,7 +140,7 @@ class Costs:
             own = record is self.own
             self._rest_on(record, not own)
             self.notes[path.key] = "measured" if own else f"measured on {record['calibration']['topology']}"
-            return Curve(table["sizes"])
+            return Curve(table["sizes"], table.get("rate_bps"))
         if path.kind == "vm" and path.backend == "netns":
             found = self._measured("host")
             if found:

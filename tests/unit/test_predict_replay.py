@@ -148,3 +148,12 @@ def test_no_calibration_of_a_switch_kind_is_refused():
     target = paths.load("switch:ovs:2vm-1vswitch")
     with pytest.raises(model.CalibrationError, match="switch/netns/ovs-auto"):
         model.Costs(target, 2, None, [calibration()])
+
+
+def test_an_uplink_streams_no_faster_than_its_rate_whatever_a_lone_message_did():
+    # 64 KiB crossed alone in 100 us (the shaper's burst); a stream of them leaves at 1 Gbit/s: 524 us each
+    curve = model.Curve([{"bytes": 8, "oneway_us": 15.0, "bandwidth_mbps": 1.0},
+                         {"bytes": 65536, "oneway_us": 100.0, "bandwidth_mbps": 1000.0}], rate_bps=10**9)
+    assert curve.oneway(65536) == pytest.approx(100e-6)
+    assert curve.occupancy(65536) == pytest.approx(65536 * 8 / 1e9)
+    assert model.Curve(FLAT).occupancy(8) == pytest.approx(8e-6)  # no rate: the windowed bandwidth's
