@@ -162,10 +162,17 @@ def keep_trace(job_dir, world: int, store: str, run_id: str) -> dict:
             **({"dropped": dropped} if dropped else {})}
 
 
+# what the interposer sees; time in anything else counts as time between calls (computation)
+COVERS = ("MPI_Init*, MPI_Finalize; point to point: blocking, nonblocking, synchronous, persistent, Sendrecv(_replace), "
+          "Probe, Iprobe, Mprobe/Mrecv; completion: Wait*, Test*; blocking collectives; Comm_dup/split, Cart_create, "
+          "Comm_free; the MPI-4 large-count twins (_c). Not seen: nonblocking and neighbourhood collectives, one-sided, "
+          "MPI-IO, Fortran bindings, programs linked statically")
+
+
 def observe(profiling, job_dir, world: int, run_id: str) -> dict:
     """The record's ``profile`` of a job that ran with ``profiling`` (a ``Profiling``)."""
     summary = summarise(read_ranks(job_dir), world)
-    out = {"mode": profiling.mode, "interposer": profiling.describe(), **summary}
+    out = {"mode": profiling.mode, "interposer": {**profiling.describe(), "covers": COVERS}, **summary}
     if profiling.mode == "trace" and summary["status"] != "unavailable":
         try:
             out["trace"] = keep_trace(job_dir, world, profiling.store, run_id)
