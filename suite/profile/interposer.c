@@ -37,7 +37,7 @@ typedef uintptr_t H; /* any MPI handle */
 
 #define DIR_ENV "VNETBENCH_PROFILE_DIR"
 #define TRACE_ENV "VNETBENCH_PROFILE_TRACE_BYTES"
-#define BUCKETS 32   /* log2 size buckets: bucket b holds sizes with bit length b (0: empty messages) */
+#define BUCKETS 40   /* log2 size buckets (see bucket) */
 #define MAX_PEERS 4096
 #define REQ_SLOTS 65536 /* open addressing, a power of two */
 #define COMM_SLOTS 64
@@ -223,7 +223,11 @@ static inline void acquire(void) {
         ;
 }
 static inline void release(void) { __atomic_store_n(&lock, 0, __ATOMIC_RELEASE); }
-static inline int bucket(int64_t n) { return n <= 0 ? 0 : 64 - __builtin_clzll((uint64_t)n) < BUCKETS ? 64 - __builtin_clzll((uint64_t)n) : BUCKETS - 1; }
+/* a size's bucket: b holds the sizes in (2^(b-1), 2^b] (0: sizes 0 and 1), so that 64 B and 1 KiB close buckets */
+static inline int bucket(int64_t n) {
+    int b = n <= 1 ? 0 : 64 - __builtin_clzll((uint64_t)(n - 1));
+    return b < BUCKETS ? b : BUCKETS - 1;
+}
 
 static int64_t type_bytes(int64_t count, H type) {
     int size = 0;

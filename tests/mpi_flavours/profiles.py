@@ -6,7 +6,7 @@ import itertools
 from collections import Counter
 
 from vnetbench.profile import trace
-from vnetbench.profile.collect import bucket_of
+from vnetbench.profile.collect import bucket_of_size
 
 LARGE = 8192  # pingpong's boundary between small and large messages (its iteration counts change there)
 
@@ -23,7 +23,7 @@ def _bucketed(messages: Counter) -> dict:
     """{bucket label: (messages, bytes)} of ``messages`` ({size in bytes: how many})."""
     out: dict = {}
     for size, n in messages.items():
-        label = bucket_of(size.bit_length())
+        label = bucket_of_size(size)
         got = out.get(label, (0, 0))
         out[label] = (got[0] + n, got[1] + n * size)
     return out
