@@ -169,10 +169,10 @@ def keep_trace(job_dir, world: int, store: str, run_id: str) -> dict:
 
 
 # what the interposer sees; time in anything else counts as time between calls (computation)
-COVERS = ("MPI_Init*, MPI_Finalize; point to point: blocking, nonblocking, synchronous, persistent, Sendrecv(_replace), "
-          "Probe, Iprobe, Mprobe/Mrecv; completion: Wait*, Test*; blocking collectives; Comm_dup/split, Cart_create, "
-          "Comm_free; the MPI-4 large-count twins (_c). Not seen: nonblocking and neighbourhood collectives, one-sided, "
-          "MPI-IO, Fortran bindings, programs linked statically")
+COVERS = ("MPI_Init*, MPI_Finalize; point to point: blocking, nonblocking, synchronous, persistent, "
+          "Sendrecv(_replace), Probe, Iprobe, Mprobe/Mrecv; completion: Wait*, Test*; blocking collectives; "
+          "Comm_dup/split/create, Cart_create, Comm_free; the MPI-4 large-count twins (_c). Not seen: nonblocking "
+          "and neighbourhood collectives, one-sided, MPI-IO, Fortran bindings, programs linked statically")
 
 
 def observe(profiling, job_dir, world: int, run_id: str) -> dict:

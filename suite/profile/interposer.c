@@ -51,7 +51,7 @@ typedef uintptr_t H; /* any MPI handle */
     X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome)                          \
     X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Allgather) X(Allgatherv) X(Gather) X(Gatherv) X(Scatter)        \
     X(Scatterv) X(Alltoall) X(Alltoallv) X(Reduce_scatter) X(Reduce_scatter_block) X(Scan) X(Exscan)             \
-    X(Comm_dup) X(Comm_split) X(Cart_create) X(Comm_free) X(Init) X(Init_thread) X(Finalize)
+    X(Comm_dup) X(Comm_split) X(Comm_create) X(Cart_create) X(Comm_free) X(Init) X(Init_thread) X(Finalize)
 #define ENUM(name) C_##name,
 enum { CALLS(ENUM) NCALLS };
 #define NAME(name) "MPI_" #name,
@@ -480,7 +480,7 @@ static int64_t req_complete(H h, const void *status) {
     return got;
 }
 
-/* ---- scratch for Wait and Test of arrays (grown, never shrunk: no allocation per call once it fits) ------------------- */
+/* ---- scratch for Wait and Test of arrays (grown, never shrunk: no allocation per call once it fits) ---- */
 static __thread H *scratch_req;
 static __thread char *scratch_status;
 static __thread int scratch_n;
@@ -952,6 +952,7 @@ PLAIN(Iprobe, (int source, int tag, H comm, int *flag, void *status), (source, t
 PLAIN(Mprobe, (int source, int tag, H comm, void *message, void *status), (source, tag, comm, message, status))
 PLAIN(Comm_dup, (H comm, void *out), (comm, out))
 PLAIN(Comm_split, (H comm, int color, int key, void *out), (comm, color, key, out))
+PLAIN(Comm_create, (H comm, H group, void *out), (comm, group, out))
 PLAIN(Cart_create, (H comm, int n, const int *dims, const int *periods, int reorder, void *out),
       (comm, n, dims, periods, reorder, out))
 
