@@ -24,6 +24,8 @@ from conftest import vnetbench
     (["run", "allreduce", "--profile", "full"], "--profile: 'full' is not a mode; allowed: summary, trace"),
     (["exec", "--topology", "native", "--ranks", "2", "--profile", "calls", "--", "true"],
      "--profile: 'calls' is not a mode; allowed: summary, trace"),
+    (["exec", "--topology", "native", "--ranks", "2", "--profile", "--store", "s.jsonl", "--", "/sbin/ldconfig"],
+     "--profile: /sbin/ldconfig is linked statically: nothing can be preloaded into it"),
     (["run", "allreduce", "--topology", "2vm-1vswitch", "--vms", "qemu", "--guest-kernel", "/dev/zero"],
      "--guest-kernel: /dev/zero: a character device, not a regular file"),
 ])
