@@ -8,10 +8,10 @@ Each repetition runs both codes, each once plain and once with --profile (summar
 every rank), the order of the plain and the profiled run flipped every repetition so that drift lands on both. md
 runs through `vnetbench run md`, LAMMPS (Debian's lmp) through `vnetbench exec` (with --profile: `exec --profile
 --store`), both under LAMMPS's MPI (md_common.same_mpi). The time is each code's step loop (md's elapsed_s,
-LAMMPS's "Loop time"). The overhead is the median of the profiled samples over the median of the plain ones,
-minus one; beside it the median of the per-repetition ratios, and what the profiler itself estimated (the
-record's profile.cost.estimated_pct: its bookkeeping per call, timed in the ranks, times its calls).
-Goal: under 3% for both. Exit 0 when met, 1 when not or a run failed, 2 when it cannot run.
+LAMMPS's "Loop time"). The overhead is the best profiled sample over the best plain one, minus one (load elsewhere
+only slows a run down, as in md_speed.py); beside it the same of the medians, the median of the per-repetition
+ratios, and what the profiler itself estimated (the record's profile.cost.estimated_pct: its bookkeeping per
+call, timed in the ranks, times its calls). Goal: under 3% for both. Exit 0 when met, 1 when not or a run failed, 2 when it cannot run.
 """
 
 import json
@@ -67,13 +67,14 @@ def measure(args, log) -> dict:
         for code in ("md", "lammps"):
             plain = [s["seconds"] for s in samples[ranks][code]["plain"]]
             profiled = [s["seconds"] for s in samples[ranks][code]["profiled"]]
+            best = 100 * (min(profiled) / min(plain) - 1)
             pooled = 100 * (statistics.median(profiled) / statistics.median(plain) - 1)
             paired = 100 * (statistics.median(p / q for p, q in zip(profiled, plain)) - 1)
             estimated = [s["estimated_pct"] for s in samples[ranks][code]["profiled"] if s["estimated_pct"] is not None]
-            rows.append({"code": code, "ranks": ranks, "plain_s": statistics.median(plain),
-                         "profiled_s": statistics.median(profiled), "overhead_pct": pooled, "paired_pct": paired,
+            rows.append({"code": code, "ranks": ranks, "plain_s": min(plain), "profiled_s": min(profiled),
+                         "overhead_pct": best, "median_pct": pooled, "paired_pct": paired,
                          "estimated_pct": statistics.median(estimated) if estimated else None,
-                         "met": pooled < GOAL_PCT})
+                         "met": best < GOAL_PCT})
     return {"problem": {"cells": args.cells, "atoms": 4 * args.cells ** 3, "cutoff": args.cutoff, "steps": args.steps},
             "mpi": mpi, "goal_pct": GOAL_PCT, "rows": rows, "samples": samples}
 
@@ -98,14 +99,15 @@ def main(argv=None) -> int:
         print(json.dumps(result, indent=1))
     else:
         p = result["problem"]
-        print(f"--profile's cost: {p['atoms']} atoms, cutoff {p['cutoff']}, {p['steps']} steps, natively; medians "
-              f"of {args.repeat} alternated pairs; {result['duration_s']:.0f} s")
-        print("| code | ranks | plain s | --profile s | overhead | per-pair median | profiler's estimate | goal < 3% |")
-        print("|---|---|---|---|---|---|---|---|")
+        print(f"--profile's cost: {p['atoms']} atoms, cutoff {p['cutoff']}, {p['steps']} steps, natively; best of "
+              f"{args.repeat} alternated pairs; {result['duration_s']:.0f} s")
+        print("| code | ranks | plain s | --profile s | overhead | of medians | per-pair median | profiler's estimate "
+              "| goal < 3% |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for row in result["rows"]:
             estimate = "-" if row["estimated_pct"] is None else f"{row['estimated_pct']:.3f}%"
             print(f"| {row['code']} | {row['ranks']} | {row['plain_s']:.3f} | {row['profiled_s']:.3f} | "
-                  f"{row['overhead_pct']:+.2f}% | {row['paired_pct']:+.2f}% | {estimate} | "
+                  f"{row['overhead_pct']:+.2f}% | {row['median_pct']:+.2f}% | {row['paired_pct']:+.2f}% | {estimate} | "
                   f"{'met' if row['met'] else 'MISSED'} |")
     return 0 if all(row["met"] for row in result["rows"]) else 1
 
