@@ -103,11 +103,12 @@ DEFAULT_DENSITY, DEFAULT_TEMPERATURE = 0.8442, 1.44  # in.lj's
 
 
 def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, store: Path, timeout: float,
-           mpi: str, density: float = DEFAULT_DENSITY, temperature: float = DEFAULT_TEMPERATURE) -> dict:
-    """One `vnetbench run md`: its record (status ok, or BenchError)."""
+           mpi: str, density: float = DEFAULT_DENSITY, temperature: float = DEFAULT_TEMPERATURE,
+           extra: tuple = ()) -> dict:
+    """One `vnetbench run md` (with ``extra`` options): its record (status ok, or BenchError)."""
     argv = [vnetbench(), "run", "md", "--topology", topology, "--ranks", str(ranks), "--cells", str(cells),
             "--cutoff", str(cutoff), "--density", str(density), "--temperature", str(temperature),
-            "--steps", str(steps), "--mpi", mpi, "--json", "--store", str(store)]
+            "--steps", str(steps), "--mpi", mpi, "--json", "--store", str(store), *extra]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
@@ -118,11 +119,11 @@ def run_md(topology: str, ranks: int, cells: int, cutoff: float, steps: int, sto
 
 def run_lammps(topology: str, ranks: int, cells: int, cutoff: float, steps: int, infile: Path,
                timeout: float, mpi: str, density: float = DEFAULT_DENSITY,
-               temperature: float = DEFAULT_TEMPERATURE) -> dict:
-    """One LAMMPS run through `vnetbench exec`: loop seconds, atoms, steps, and the seconds of each section of its
-    timing breakdown on the slowest rank."""
+               temperature: float = DEFAULT_TEMPERATURE, extra: tuple = ()) -> dict:
+    """One LAMMPS run through `vnetbench exec` (with ``extra`` options): loop seconds, atoms, steps, and the seconds
+    of each section of its timing breakdown on the slowest rank."""
     argv = [vnetbench(), "exec", "--topology", topology, "--ranks", str(ranks), "--timeout", str(int(timeout)),
-            "--mpi", mpi, "--", lammps(), "-in", str(infile), "-var", "c", str(cells), "-var", "rc", str(cutoff),
+            "--mpi", mpi, *extra, "--", lammps(), "-in", str(infile), "-var", "c", str(cells), "-var", "rc", str(cutoff),
             "-var", "rho", str(density), "-var", "t", str(temperature), "-var", "n", str(steps), "-log", "none"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, cwd=infile.parent)
     found = LOOP.search(done.stdout)

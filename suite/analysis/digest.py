@@ -24,22 +24,25 @@ class Digest:
     breakdowns: Breakdowns
     predictions: object = None  # vnetbench.predict.stored.Predictions: predictions beside the runs they predict
     not_numbers: list[str] = field(default_factory=list)  # "store:line: kernel run R repetition N: name=value"
+    profiles: object = None  # profile.view.Profiles: the last profiled records' short rows
     kept: list[dict] = field(default_factory=list)  # the records asked for, in store order
 
 
 def digest(path, option: str = "--store", keep: Callable[[dict], bool] | None = None, whole: bool = False) -> Digest:
     """The store at ``path`` read once. Records for which ``keep`` is true are kept too (trimmed to what
     tables and plots read, or ``whole``): memory then grows with them, so ask only for what is shown."""
-    slim = for_tables()
-    result = Digest(Loaded(Path(path), []), StudyTables(), Breakdowns(keep=slim))
     from vnetbench.predict.stored import Predictions, skipped
+    from vnetbench.profile.view import Profiles
 
-    result.predictions = Predictions()
+    slim = for_tables()
+    result = Digest(Loaded(Path(path), []), StudyTables(), Breakdowns(keep=slim), profiles=Profiles(),
+                    predictions=Predictions())
     for line, record in stream(path, option, result.loaded):
         result.predictions.add(record)
         if skipped(record):  # calibrations and predictions: no workload's runs
             continue
         result.study.add(record)
+        result.profiles.add(record)
         if keep is not None and keep(record):
             result.kept.append(record if whole else slim(record))
         if record["status"] != "ok":

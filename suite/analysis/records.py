@@ -183,7 +183,7 @@ SHARED_PARTS = ("topology", "params", "placement", "validation", "launch", "run_
 
 def for_tables() -> Callable[[dict], dict]:
     """A ``keep`` for load(): each record without what no table, comparison or plot reads (the
-    environment, the launch command, raw per-step and per-repetition samples: most of a halo or
+    environment, the profile, the launch command, raw per-step and per-repetition samples: most of a halo or
     stream record's bytes), its repeating parts shared with earlier records that hold the same."""
     seen: dict[str, object] = {}
 
@@ -192,7 +192,7 @@ def for_tables() -> Callable[[dict], dict]:
         return seen.setdefault(key, value)
 
     def slim(record: dict) -> dict:
-        out = {key: value for key, value in record.items() if key != "environment"}
+        out = {key: value for key, value in record.items() if key not in ("environment", "profile")}
         if isinstance(out.get("launch"), dict):
             out["launch"] = {key: value for key, value in out["launch"].items() if key != "command"}
         if isinstance(out.get("metrics"), dict):

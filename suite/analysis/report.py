@@ -214,5 +214,10 @@ def study_document(tables: list[StudyTable], context: dict) -> Document:
         grids.append(Grid(headers, body, table.title(), notes(table, context)))
     grids += breakdown_grids(context.get("breakdowns") or [])
     grids += prediction_grids(context.get("predictions") or [])
+    if context.get("profiles"):
+        from vnetbench.profile.view import grid_rows
+
+        headers, body = grid_rows(context["profiles"])
+        grids.append(Grid(headers, body, "MPI profiles (--profile; the last 20 profiled runs)"))
     return Document(grids, before=_header_lines(context), legend=LEGEND, csv_rows=_csv_rows(tables),
                     data=to_json(tables, **context, legend=LEGEND))

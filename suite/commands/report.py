@@ -68,7 +68,8 @@ def handle(args) -> int:
                "skipped_lines": [{"line": s.line, "reason": s.reason} for s in loaded.skipped],
                "unmeasured": read.study.unmeasured(), "unconfined": read.study.unconfined(),
                "not_numbers": read.not_numbers,
-               "breakdowns": read.breakdowns.rows(), "predictions": read.predictions.rows()}
+               "breakdowns": read.breakdowns.rows(), "profiles": read.profiles.rows,
+               "predictions": read.predictions.rows()}
     print(report.render_study(tables, args.format, **context))
     for module, path in written:
         what = module.write_report(path, read.kept, tables, context)

@@ -247,4 +247,8 @@ def finish(args, plan, records, seconds, outcome: Tally) -> int:
     say(f"{len(records)} run(s) in {seconds:.0f} s, {len(records) - bad} passed"
         f"{f', {failures}' if failures else ''}{not_run}{stopped}; appended to {args.store}")
     say(f"tables: vnetbench report --store {args.store}")
-    return 1 if bad else 0
+    unprofiled = [r for r in records if r.get("profile") and r["profile"].get("status") != "ok"]
+    for record in unprofiled:  # a profile asked for and not had whole is no success
+        say(f"{record['kernel']} x{record['ranks']} on {record['topology'].get('name')} repetition "
+            f"{record['repetition'] + 1}: profile {record['profile'].get('status')}: {record['profile'].get('reason')}")
+    return 1 if bad or unprofiled else 0

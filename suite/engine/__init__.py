@@ -50,6 +50,8 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     from vnetbench import profile as profiler
 
     profiling = profiler.prepare(profile, store)  # the interposer built before anything starts
+    if profiling is not None:
+        profiler.check_program(workload.program)
     timeout = timeout or workload.default_timeout(ranks)
     launcher, _ = mpiselect.choose(mpi, workload.program)  # before bring-up: no MPI, or one that cannot fit
     options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo,

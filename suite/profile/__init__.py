@@ -79,3 +79,25 @@ def prepare(mode: str | None, store=None) -> Profiling | None:
         if cap < 4096:
             raise UsageError(f"{CAP_ENV}: {cap} bytes; allowed: at least 4096")
     return Profiling(mode, shim, cap, None if store is None else str(getattr(store, "path", store)))
+
+
+def check_program(program: str | None) -> None:
+    """UsageError (exit 2, before anything starts) when ``program`` cannot be profiled by preloading: an ELF file
+    linked statically (no program interpreter: the loader that would preload the interposer never runs). A script
+    or a dynamic program passes; whether it calls MPI_Init is seen only by running it (the profile then says)."""
+    from vnetbench.mpi.linkage import is_elf, which_program
+
+    path = which_program(program) if program else None
+    if not path or not is_elf(path):
+        return
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as handle:
+            interpreted = any(segment["p_type"] == "PT_INTERP" for segment in ELFFile(handle).iter_segments())
+    except (OSError, ELFError, ValueError):
+        return
+    if not interpreted:
+        raise UsageError(f"--profile: {program} is linked statically: nothing can be preloaded into it, so its MPI "
+                         f"calls cannot be seen (link it dynamically against its MPI)")

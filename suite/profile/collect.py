@@ -20,13 +20,19 @@ from .preload import FOLDER
 MAX_RANKS = 64  # ranks with a section of their own
 MAX_PEERS = 8  # peers per rank by name; the rest as "other"
 MAX_FILE = 4 << 20  # a rank's summary: its tables are fixed-size, its peers at most 4096
-# the size buckets: (label, largest bit length of a size in it); interposer.c counts by bit length
-BUCKETS = (("<=64B", 7), ("<=1KiB", 11), ("<=16KiB", 15), ("<=256KiB", 19), ("<=4MiB", 23), (">4MiB", 64))
+# the size buckets: (label, the interposer's largest bucket in it); interposer.c's bucket b holds the sizes in
+# (2^(b-1), 2^b], bucket 0 the sizes 0 and 1
+BUCKETS = (("<=64B", 6), ("<=1KiB", 10), ("<=16KiB", 14), ("<=256KiB", 18), ("<=4MiB", 22), (">4MiB", 64))
 
 
-def bucket_of(bits: int) -> str:
-    """The summary's bucket of the interposer's bucket ``bits`` (a size's bit length)."""
-    return next(label for label, top in BUCKETS if bits <= top)
+def bucket_of(bucket: int) -> str:
+    """The summary's bucket of the interposer's ``bucket``."""
+    return next(label for label, top in BUCKETS if bucket <= top)
+
+
+def bucket_of_size(size: int) -> str:
+    """The summary's bucket of a message of ``size`` bytes."""
+    return bucket_of(max(size - 1, 0).bit_length())
 
 
 def read_ranks(job_dir) -> list[dict]:
@@ -100,7 +106,7 @@ def summarise(ranks: list[dict], world: int) -> dict:
         "ranks": per_rank,
         "cost": {"per_call_s": max(r["per_call_cost_s"] for r in by_rank.values()),
                  "calls_max": max(r["wrapped_calls"] for r in by_rank.values()),
-                 "estimated_s": round(cost, 6),
+                 "estimated_s": round(cost, 9),
                  "estimated_pct": round(100 * cost / max(elapsed), 3) if max(elapsed) > 0 else None,
                  "how": "the interposer's own bookkeeping per call, timed in each rank at MPI_Finalize, times its "
                         "calls (the largest rank); benchmarks/profile_cost.py measures it end to end"},
@@ -162,10 +168,17 @@ def keep_trace(job_dir, world: int, store: str, run_id: str) -> dict:
             **({"dropped": dropped} if dropped else {})}
 
 
+# what the interposer sees; time in anything else counts as time between calls (computation)
+COVERS = ("MPI_Init*, MPI_Finalize; point to point: blocking, nonblocking, synchronous, persistent, "
+          "Sendrecv(_replace), Probe, Iprobe, Mprobe/Mrecv; completion: Wait*, Test*; blocking collectives; "
+          "Comm_dup/split/create, Cart_create, Comm_free; the MPI-4 large-count twins (_c). Not seen: nonblocking "
+          "and neighbourhood collectives, one-sided, MPI-IO, Fortran bindings, programs linked statically")
+
+
 def observe(profiling, job_dir, world: int, run_id: str) -> dict:
     """The record's ``profile`` of a job that ran with ``profiling`` (a ``Profiling``)."""
     summary = summarise(read_ranks(job_dir), world)
-    out = {"mode": profiling.mode, "interposer": profiling.describe(), **summary}
+    out = {"mode": profiling.mode, "interposer": {**profiling.describe(), "covers": COVERS}, **summary}
     if profiling.mode == "trace" and summary["status"] != "unavailable":
         try:
             out["trace"] = keep_trace(job_dir, world, profiling.store, run_id)

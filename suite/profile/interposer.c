@@ -37,7 +37,7 @@ typedef uintptr_t H; /* any MPI handle */
 
 #define DIR_ENV "VNETBENCH_PROFILE_DIR"
 #define TRACE_ENV "VNETBENCH_PROFILE_TRACE_BYTES"
-#define BUCKETS 32   /* log2 size buckets: bucket b holds sizes with bit length b (0: empty messages) */
+#define BUCKETS 40   /* log2 size buckets (see bucket) */
 #define MAX_PEERS 4096
 #define REQ_SLOTS 65536 /* open addressing, a power of two */
 #define COMM_SLOTS 64
@@ -51,7 +51,7 @@ typedef uintptr_t H; /* any MPI handle */
     X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome)                          \
     X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Allgather) X(Allgatherv) X(Gather) X(Gatherv) X(Scatter)        \
     X(Scatterv) X(Alltoall) X(Alltoallv) X(Reduce_scatter) X(Reduce_scatter_block) X(Scan) X(Exscan)             \
-    X(Comm_dup) X(Comm_split) X(Cart_create) X(Comm_free) X(Init) X(Init_thread) X(Finalize)
+    X(Comm_dup) X(Comm_split) X(Comm_create) X(Cart_create) X(Comm_free) X(Init) X(Init_thread) X(Finalize)
 #define ENUM(name) C_##name,
 enum { CALLS(ENUM) NCALLS };
 #define NAME(name) "MPI_" #name,
@@ -223,13 +223,17 @@ static inline void acquire(void) {
         ;
 }
 static inline void release(void) { __atomic_store_n(&lock, 0, __ATOMIC_RELEASE); }
-static inline int bucket(int64_t n) { return n <= 0 ? 0 : 64 - __builtin_clzll((uint64_t)n) < BUCKETS ? 64 - __builtin_clzll((uint64_t)n) : BUCKETS - 1; }
+/* a size's bucket: b holds the sizes in (2^(b-1), 2^b] (0: sizes 0 and 1), so that 64 B and 1 KiB close buckets */
+static inline int bucket(int64_t n) {
+    int b = n <= 1 ? 0 : 64 - __builtin_clzll((uint64_t)(n - 1));
+    return b < BUCKETS ? b : BUCKETS - 1;
+}
 
-static int64_t type_bytes(int count, H type) {
+static int64_t type_bytes(int64_t count, H type) {
     int size = 0;
     if (count <= 0 || NEXT(Type_size)((void *)type, &size) != 0)
         return 0;
-    return (int64_t)count * size;
+    return count * size;
 }
 
 /* ---- communicators: their members as world ranks ------------------------------------------------------------ */
@@ -476,7 +480,7 @@ static int64_t req_complete(H h, const void *status) {
     return got;
 }
 
-/* ---- scratch for Wait and Test of arrays (grown, never shrunk: no allocation per call once it fits) ------------------- */
+/* ---- scratch for Wait and Test of arrays (grown, never shrunk: no allocation per call once it fits) ---- */
 static __thread H *scratch_req;
 static __thread char *scratch_status;
 static __thread int scratch_n;
@@ -707,10 +711,59 @@ int MPI_Finalize(void) {
 }
 
 /* ---- point to point ---------------------------------------------------------------------------------------- */
-#define SEND_LIKE(NAME)                                                                                         \
-    int MPI_##NAME(const void *buf, int count, H type, int dest, int tag, H comm) {                             \
+/* Each call with a count has an MPI-4 large-count twin, MPI_X_c (MPI_Count counts, MPI_Aint displacements),
+ * which mpi4py calls wherever the library defines it (a weak reference: MPICH 4 does, Open MPI 4 does not).
+ * Both are wrapped and counted as MPI_X. Defining MPI_X_c here makes it defined for every library, so the twin
+ * of a library without PMPI_X_c narrows its counts and calls PMPI_X (MPI_ERR_COUNT when one does not fit). */
+#define ERR_COUNT 2 /* MPI_ERR_COUNT in Open MPI and in the MPICH ABI */
+#define C_TWINS(X)                                                                                              \
+    X(Send) X(Recv) X(Isend) X(Irecv) X(Ssend) X(Issend) X(Rsend) X(Bsend) X(Sendrecv) X(Sendrecv_replace)        \
+    X(Mrecv) X(Send_init) X(Recv_init) X(Bcast) X(Reduce) X(Allreduce) X(Allgather) X(Allgatherv) X(Gather)      \
+    X(Gatherv) X(Scatter) X(Scatterv) X(Alltoall) X(Alltoallv) X(Reduce_scatter) X(Reduce_scatter_block) X(Scan) \
+    X(Exscan)
+#define PTR_C(name) static fn p_##name##_c;
+C_TWINS(PTR_C)
+static int twins_resolved;
+static void resolve_twins(void) {
+#define RESOLVE_C(name) p_##name##_c = (fn)real("PMPI_" #name "_c");
+    C_TWINS(RESOLVE_C)
+    twins_resolved = 1;
+}
+#define FITS(n) ((int64_t)(n) >= -2147483647 - 1 && (int64_t)(n) <= 2147483647)
+/* the real call: the int one, or the large-count twin (or its narrowed fallback) */
+#define CALL_INT(NAME, ARGS, NARROW, OK) NEXT(NAME) ARGS
+#define CALL_C(NAME, ARGS, NARROW, OK)                                                                          \
+    ((twins_resolved || (resolve_twins(), 1)) && p_##NAME##_c ? p_##NAME##_c ARGS                               \
+                                                               : (OK) ? NEXT(NAME) NARROW : ERR_COUNT)
+
+/* counts and displacements narrowed for a twin's fallback (thread-local, grown, never shrunk) */
+static __thread int *narrowed[4];
+static __thread int narrowed_n[4];
+static const int *narrow(const void *values, int n, int slot, int *ok) {
+    const int64_t *v = values;
+    if (!v || n <= 0)
+        return NULL;
+    if (n > narrowed_n[slot]) {
+        int *grown = realloc(narrowed[slot], sizeof(int) * n);
+        if (!grown) {
+            *ok = 0;
+            return NULL;
+        }
+        narrowed[slot] = grown, narrowed_n[slot] = n;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!FITS(v[i]))
+            *ok = 0;
+        narrowed[slot][i] = (int)v[i];
+    }
+    return narrowed[slot];
+}
+
+#define SEND_LIKE(NAME, SUF, CT, CALL)                                                                          \
+    int MPI_##NAME##SUF(const void *buf, CT count, H type, int dest, int tag, H comm) {                         \
         BEGIN(C_##NAME)                                                                                         \
-        int result = NEXT(NAME)(buf, count, type, dest, tag, comm);                                             \
+        int result = CALL(NAME, (buf, count, type, dest, tag, comm), (buf, (int)count, type, dest, tag, comm),  \
+                          FITS(count));                                                                         \
         MIDDLE()                                                                                                \
         if (observe_) {                                                                                         \
             int64_t nbytes = is_null_peer(dest) ? 0 : type_bytes(count, type);                                  \
@@ -724,15 +777,17 @@ int MPI_Finalize(void) {
         END()                                                                                                   \
         return result;                                                                                          \
     }
-SEND_LIKE(Send)
-SEND_LIKE(Ssend)
-SEND_LIKE(Rsend)
-SEND_LIKE(Bsend)
+#define BOTH(MACRO, NAME) MACRO(NAME, , int, CALL_INT) MACRO(NAME, _c, int64_t, CALL_C)
+BOTH(SEND_LIKE, Send)
+BOTH(SEND_LIKE, Ssend)
+BOTH(SEND_LIKE, Rsend)
+BOTH(SEND_LIKE, Bsend)
 
-#define ISEND_LIKE(NAME)                                                                                        \
-    int MPI_##NAME(const void *buf, int count, H type, int dest, int tag, H comm, void *request) {              \
+#define ISEND_LIKE(NAME, SUF, CT, CALL)                                                                         \
+    int MPI_##NAME##SUF(const void *buf, CT count, H type, int dest, int tag, H comm, void *request) {          \
         BEGIN(C_##NAME)                                                                                         \
-        int result = NEXT(NAME)(buf, count, type, dest, tag, comm, request);                                    \
+        int result = CALL(NAME, (buf, count, type, dest, tag, comm, request),                                   \
+                          (buf, (int)count, type, dest, tag, comm, request), FITS(count));                      \
         MIDDLE()                                                                                                \
         if (observe_) {                                                                                         \
             int64_t nbytes = is_null_peer(dest) ? 0 : type_bytes(count, type);                                  \
@@ -748,126 +803,136 @@ SEND_LIKE(Bsend)
         END()                                                                                                   \
         return result;                                                                                          \
     }
-ISEND_LIKE(Isend)
-ISEND_LIKE(Issend)
+BOTH(ISEND_LIKE, Isend)
+BOTH(ISEND_LIKE, Issend)
 
-int MPI_Irecv(void *buf, int count, H type, int source, int tag, H comm, void *request) {
-    BEGIN(C_Irecv)
-    int result = NEXT(Irecv)(buf, count, type, source, tag, comm, request);
-    MIDDLE()
-    if (observe_) {
-        int peer = world_of(comm, source);
-        int64_t nbytes = is_null_peer(source) ? 0 : type_bytes(count, type);
-        account(C_Irecv, t0_, t1_, 0);
-        struct request *r = NULL;
-        if (result == 0 && request && peer != -2)
-            r = req_add(request_at(request, 0), 'r', peer, nbytes, tag, 0);
-        event_begin(C_Irecv, t0_, t1_, 0, -1, -1);
-        if (peer != -2)
-            event_item(1, peer, nbytes, tag, r ? r->id : -1);
+#define IRECV(NAME, SUF, CT, CALL)                                                                              \
+    int MPI_##NAME##SUF(void *buf, CT count, H type, int source, int tag, H comm, void *request) {              \
+        BEGIN(C_##NAME)                                                                                         \
+        int result = CALL(NAME, (buf, count, type, source, tag, comm, request),                                 \
+                          (buf, (int)count, type, source, tag, comm, request), FITS(count));                    \
+        MIDDLE()                                                                                                \
+        if (observe_) {                                                                                         \
+            int peer = world_of(comm, source);                                                                  \
+            int64_t nbytes = is_null_peer(source) ? 0 : type_bytes(count, type);                                \
+            account(C_##NAME, t0_, t1_, 0);                                                                     \
+            struct request *r = NULL;                                                                           \
+            if (result == 0 && request && peer != -2)                                                           \
+                r = req_add(request_at(request, 0), 'r', peer, nbytes, tag, 0);                                 \
+            event_begin(C_##NAME, t0_, t1_, 0, -1, -1);                                                         \
+            if (peer != -2)                                                                                     \
+                event_item(1, peer, nbytes, tag, r ? r->id : -1);                                               \
+        }                                                                                                       \
+        END()                                                                                                   \
+        return result;                                                                                          \
     }
-    END()
-    return result;
-}
+BOTH(IRECV, Irecv)
 
 static __thread char own_status[MAX_STATUS];
 
-int MPI_Recv(void *buf, int count, H type, int source, int tag, H comm, void *status) {
-    BEGIN(C_Recv)
-    void *st = observe_ && status == status_ignore ? own_status : status;
-    int result = NEXT(Recv)(buf, count, type, source, tag, comm, st);
-    MIDDLE()
-    if (observe_) {
-        int64_t got = 0;
-        int peer = -2;
-        if (result == 0 && !is_null_peer(source)) {
-            got = status_bytes(st);
-            peer = world_of(comm, status_source(st));
-        }
-        account(C_Recv, t0_, t1_, got);
-        count_peer(received, peer, got);
-        event_begin(C_Recv, t0_, t1_, 0, -1, -1);
-        if (peer >= 0)
-            event_item(1, peer, got, status_tag(st), -1);
+#define RECV(NAME, SUF, CT, CALL)                                                                               \
+    int MPI_##NAME##SUF(void *buf, CT count, H type, int source, int tag, H comm, void *status) {               \
+        BEGIN(C_##NAME)                                                                                         \
+        void *st = observe_ && status == status_ignore ? own_status : status;                                   \
+        int result = CALL(NAME, (buf, count, type, source, tag, comm, st),                                      \
+                          (buf, (int)count, type, source, tag, comm, st), FITS(count));                         \
+        MIDDLE()                                                                                                \
+        if (observe_) {                                                                                         \
+            int64_t got = 0;                                                                                    \
+            int peer = -2;                                                                                      \
+            if (result == 0 && !is_null_peer(source)) {                                                         \
+                got = status_bytes(st);                                                                         \
+                peer = world_of(comm, status_source(st));                                                       \
+            }                                                                                                   \
+            account(C_##NAME, t0_, t1_, got);                                                                   \
+            count_peer(received, peer, got);                                                                    \
+            event_begin(C_##NAME, t0_, t1_, 0, -1, -1);                                                         \
+            if (peer >= 0)                                                                                      \
+                event_item(1, peer, got, status_tag(st), -1);                                                   \
+        }                                                                                                       \
+        END()                                                                                                   \
+        return result;                                                                                          \
     }
-    END()
-    return result;
-}
+BOTH(RECV, Recv)
 
-int MPI_Mrecv(void *buf, int count, H type, void *message, void *status) {
-    BEGIN(C_Mrecv)
-    void *st = observe_ && status == status_ignore ? own_status : status;
-    int result = NEXT(Mrecv)(buf, count, type, message, st);
-    MIDDLE()
-    if (observe_) {
-        int64_t got = 0;
-        int peer = -2;
-        if (result == 0 && status_source(st) >= 0) {
-            got = status_bytes(st);
-            peer = status_source(st); /* the message's communicator is not known here: a world rank only on
-                                         MPI_COMM_WORLD and its duplicates (mpi4py's pickled receives) */
-        }
-        account(C_Mrecv, t0_, t1_, got);
-        count_peer(received, peer, got);
-        event_begin(C_Mrecv, t0_, t1_, 0, -1, -1);
-        if (peer >= 0)
-            event_item(1, peer, got, status_tag(st), -1);
+#define MRECV(NAME, SUF, CT, CALL)                                                                              \
+    int MPI_##NAME##SUF(void *buf, CT count, H type, void *message, void *status) {                             \
+        BEGIN(C_##NAME)                                                                                         \
+        void *st = observe_ && status == status_ignore ? own_status : status;                                   \
+        int result = CALL(NAME, (buf, count, type, message, st), (buf, (int)count, type, message, st),          \
+                          FITS(count));                                                                         \
+        MIDDLE()                                                                                                \
+        if (observe_) {                                                                                         \
+            int64_t got = 0;                                                                                    \
+            int peer = -2;                                                                                      \
+            if (result == 0 && status_source(st) >= 0) {                                                        \
+                got = status_bytes(st);                                                                         \
+                /* the message's communicator is not known here: a world rank on MPI_COMM_WORLD and its         \
+                   duplicates (mpi4py's pickled receives) */                                                    \
+                peer = status_source(st);                                                                       \
+            }                                                                                                   \
+            account(C_##NAME, t0_, t1_, got);                                                                   \
+            count_peer(received, peer, got);                                                                    \
+            event_begin(C_##NAME, t0_, t1_, 0, -1, -1);                                                         \
+            if (peer >= 0)                                                                                      \
+                event_item(1, peer, got, status_tag(st), -1);                                                   \
+        }                                                                                                       \
+        END()                                                                                                   \
+        return result;                                                                                          \
     }
-    END()
-    return result;
-}
+BOTH(MRECV, Mrecv)
 
-int MPI_Sendrecv(const void *sbuf, int scount, H stype, int dest, int stag, void *rbuf, int rcount, H rtype,
-                 int source, int rtag, H comm, void *status) {
-    BEGIN(C_Sendrecv)
-    void *st = observe_ && status == status_ignore ? own_status : status;
-    int result = NEXT(Sendrecv)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st);
-    MIDDLE()
-    if (observe_) {
-        int64_t out = is_null_peer(dest) ? 0 : type_bytes(scount, stype), got = 0;
-        int to = world_of(comm, dest), from = -2;
-        if (result == 0 && !is_null_peer(source)) {
-            got = status_bytes(st);
-            from = world_of(comm, status_source(st));
-        }
-        account(C_Sendrecv, t0_, t1_, out + got);
-        count_peer(sent, to, out);
-        count_peer(received, from, got);
-        event_begin(C_Sendrecv, t0_, t1_, 0, -1, -1);
-        if (to >= 0)
-            event_item(0, to, out, stag, -1);
-        if (from >= 0)
-            event_item(1, from, got, status_tag(st), -1);
+#define SENDRECV(NAME, SUF, CT, CALL)                                                                           \
+    int MPI_##NAME##SUF(const void *sbuf, CT scount, H stype, int dest, int stag, void *rbuf, CT rcount,        \
+                        H rtype, int source, int rtag, H comm, void *status) {                                  \
+        BEGIN(C_##NAME)                                                                                         \
+        void *st = observe_ && status == status_ignore ? own_status : status;                                   \
+        int result = CALL(NAME, (sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st), \
+                          (sbuf, (int)scount, stype, dest, stag, rbuf, (int)rcount, rtype, source, rtag, comm,  \
+                           st),                                                                                 \
+                          FITS(scount) && FITS(rcount));                                                        \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            exchanged(C_##NAME, t0_, t1_, result, comm, dest, stag, type_bytes(scount, stype), source, st);     \
+        END()                                                                                                   \
+        return result;                                                                                          \
     }
-    END()
-    return result;
-}
+#define SENDRECV_REPLACE(NAME, SUF, CT, CALL)                                                                   \
+    int MPI_##NAME##SUF(void *buf, CT count, H type, int dest, int stag, int source, int rtag, H comm,          \
+                        void *status) {                                                                         \
+        BEGIN(C_##NAME)                                                                                         \
+        void *st = observe_ && status == status_ignore ? own_status : status;                                   \
+        int result = CALL(NAME, (buf, count, type, dest, stag, source, rtag, comm, st),                         \
+                          (buf, (int)count, type, dest, stag, source, rtag, comm, st), FITS(count));            \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            exchanged(C_##NAME, t0_, t1_, result, comm, dest, stag, type_bytes(count, type), source, st);       \
+        END()                                                                                                   \
+        return result;                                                                                          \
+    }
 
-int MPI_Sendrecv_replace(void *buf, int count, H type, int dest, int stag, int source, int rtag, H comm,
-                         void *status) {
-    BEGIN(C_Sendrecv_replace)
-    void *st = observe_ && status == status_ignore ? own_status : status;
-    int result = NEXT(Sendrecv_replace)(buf, count, type, dest, stag, source, rtag, comm, st);
-    MIDDLE()
-    if (observe_) {
-        int64_t out = is_null_peer(dest) ? 0 : type_bytes(count, type), got = 0;
-        int to = world_of(comm, dest), from = -2;
-        if (result == 0 && !is_null_peer(source)) {
-            got = status_bytes(st);
-            from = world_of(comm, status_source(st));
-        }
-        account(C_Sendrecv_replace, t0_, t1_, out + got);
-        count_peer(sent, to, out);
-        count_peer(received, from, got);
-        event_begin(C_Sendrecv_replace, t0_, t1_, 0, -1, -1);
-        if (to >= 0)
-            event_item(0, to, out, stag, -1);
-        if (from >= 0)
-            event_item(1, from, got, status_tag(st), -1);
+static void exchanged(int call, double t0, double t1, int result, H comm, int dest, int stag, int64_t out,
+                      int source, void *st) {
+    int64_t got = 0;
+    if (is_null_peer(dest))
+        out = 0;
+    int to = world_of(comm, dest), from = -2;
+    if (result == 0 && !is_null_peer(source)) {
+        got = status_bytes(st);
+        from = world_of(comm, status_source(st));
     }
-    END()
-    return result;
+    account(call, t0, t1, out + got);
+    count_peer(sent, to, out);
+    count_peer(received, from, got);
+    event_begin(call, t0, t1, 0, -1, -1);
+    if (to >= 0)
+        event_item(0, to, out, stag, -1);
+    if (from >= 0)
+        event_item(1, from, got, status_tag(st), -1);
 }
+BOTH(SENDRECV, Sendrecv)
+BOTH(SENDRECV_REPLACE, Sendrecv_replace)
+
 
 /* calls and time only */
 #define PLAIN(NAME, PARAMS, ARGS)                                                                               \
@@ -887,6 +952,7 @@ PLAIN(Iprobe, (int source, int tag, H comm, int *flag, void *status), (source, t
 PLAIN(Mprobe, (int source, int tag, H comm, void *message, void *status), (source, tag, comm, message, status))
 PLAIN(Comm_dup, (H comm, void *out), (comm, out))
 PLAIN(Comm_split, (H comm, int color, int key, void *out), (comm, color, key, out))
+PLAIN(Comm_create, (H comm, H group, void *out), (comm, group, out))
 PLAIN(Cart_create, (H comm, int n, const int *dims, const int *periods, int reorder, void *out),
       (comm, n, dims, periods, reorder, out))
 
@@ -913,10 +979,11 @@ int MPI_Comm_free(void *comm) {
 }
 
 /* persistent requests: a message per Start, not per init */
-#define INIT_LIKE(NAME, KIND)                                                                                   \
-    int MPI_##NAME(const void *buf, int count, H type, int peer_rank, int tag, H comm, void *request) {         \
+#define INIT_LIKE(NAME, SUF, CT, CALL, KIND)                                                                    \
+    int MPI_##NAME##SUF(const void *buf, CT count, H type, int peer_rank, int tag, H comm, void *request) {     \
         BEGIN(C_##NAME)                                                                                         \
-        int result = NEXT(NAME)(buf, count, type, peer_rank, tag, comm, request);                               \
+        int result = CALL(NAME, (buf, count, type, peer_rank, tag, comm, request),                              \
+                          (buf, (int)count, type, peer_rank, tag, comm, request), FITS(count));                 \
         MIDDLE()                                                                                                \
         if (observe_) {                                                                                         \
             account(C_##NAME, t0_, t1_, 0);                                                                     \
@@ -927,8 +994,11 @@ int MPI_Comm_free(void *comm) {
         END()                                                                                                   \
         return result;                                                                                          \
     }
-INIT_LIKE(Send_init, 's')
-INIT_LIKE(Recv_init, 'r')
+INIT_LIKE(Send_init, , int, CALL_INT, 's')
+INIT_LIKE(Send_init, _c, int64_t, CALL_C, 's')
+INIT_LIKE(Recv_init, , int, CALL_INT, 'r')
+INIT_LIKE(Recv_init, _c, int64_t, CALL_C, 'r')
+
 
 static int64_t started_request(H h) {
     struct request *r = req_find(h);
@@ -1129,59 +1199,196 @@ static int my_rank(H comm) {
     NEXT(Comm_rank)((void *)comm, &rank);
     return rank;
 }
+#define SIZE_OF(comm) (comm_of(comm) ? comm_of(comm)->size : 0)
 
-static int64_t sum_counts(const int *counts, int n, H type) {
+/* the sum of ``n`` counts, ints or (``wide``) MPI_Counts, in bytes of ``type`` */
+static int64_t sum_counts(const void *counts, int wide, int n, H type) {
     int64_t total = 0;
     for (int i = 0; counts && i < n; i++)
-        total += counts[i];
-    return total > 0x7fffffff ? type_bytes(1, type) * total : type_bytes((int)total, type);
+        total += wide ? ((const int64_t *)counts)[i] : ((const int *)counts)[i];
+    return type_bytes(total, type);
+}
+static int64_t count_at(const void *counts, int wide, int i) {
+    return !counts ? 0 : wide ? ((const int64_t *)counts)[i] : ((const int *)counts)[i];
 }
 
-#define COLLECTIVE(NAME, PARAMS, ARGS, BYTES, ROOT)                                                             \
-    int MPI_##NAME PARAMS {                                                                                     \
+/* the collective ``NAME`` with its parameters, its real call's arguments (and their narrowed fallback, and
+ * whether that fits), the data its arguments give on this rank (BYTES; WIDE: the counts are MPI_Counts) and its
+ * root */
+#define COLLECTIVE(NAME, SUF, PARAMS, ARGS, NARROW, OK, BYTES, ROOT, CALL, WIDE)                                \
+    int MPI_##NAME##SUF PARAMS {                                                                                \
         BEGIN(C_##NAME)                                                                                         \
-        int result = NEXT(NAME) ARGS;                                                                           \
+        int result = CALL(NAME, ARGS, NARROW, OK);                                                              \
         MIDDLE()                                                                                                \
-        if (observe_)                                                                                           \
+        if (observe_) {                                                                                         \
+            const int wide = WIDE;                                                                              \
+            (void)wide;                                                                                         \
             collective(C_##NAME, t0_, t1_, comm, (BYTES), (ROOT));                                              \
+        }                                                                                                       \
         END()                                                                                                   \
         return result;                                                                                          \
     }
-#define SIZE_OF(comm) (comm_of(comm) ? comm_of(comm)->size : 0)
 
-COLLECTIVE(Barrier, (H comm), (comm), 0, -1)
-COLLECTIVE(Bcast, (void *buf, int count, H type, int root, H comm), (buf, count, type, root, comm),
-           type_bytes(count, type), root)
-COLLECTIVE(Reduce, (const void *s, void *r, int count, H type, H op, int root, H comm),
-           (s, r, count, type, op, root, comm), type_bytes(count, type), root)
-COLLECTIVE(Allreduce, (const void *s, void *r, int count, H type, H op, H comm), (s, r, count, type, op, comm),
-           type_bytes(count, type), -1)
-COLLECTIVE(Scan, (const void *s, void *r, int count, H type, H op, H comm), (s, r, count, type, op, comm),
-           type_bytes(count, type), -1)
-COLLECTIVE(Exscan, (const void *s, void *r, int count, H type, H op, H comm), (s, r, count, type, op, comm),
-           type_bytes(count, type), -1)
-COLLECTIVE(Allgather, (const void *s, int sc, H st, void *r, int rc, H rt, H comm), (s, sc, st, r, rc, rt, comm),
-           s == in_place ? type_bytes(rc, rt) : type_bytes(sc, st), -1)
-COLLECTIVE(Allgatherv, (const void *s, int sc, H st, void *r, const int *rc, const void *d, H rt, H comm),
-           (s, sc, st, r, rc, d, rt, comm), s == in_place ? type_bytes(rc[my_rank(comm)], rt) : type_bytes(sc, st),
-           -1)
-COLLECTIVE(Gather, (const void *s, int sc, H st, void *r, int rc, H rt, int root, H comm),
-           (s, sc, st, r, rc, rt, root, comm), s == in_place ? type_bytes(rc, rt) : type_bytes(sc, st), root)
-COLLECTIVE(Gatherv, (const void *s, int sc, H st, void *r, const int *rc, const void *d, H rt, int root, H comm),
-           (s, sc, st, r, rc, d, rt, root, comm),
-           s == in_place ? type_bytes(rc[my_rank(comm)], rt) : type_bytes(sc, st), root)
-COLLECTIVE(Scatter, (const void *s, int sc, H st, void *r, int rc, H rt, int root, H comm),
-           (s, sc, st, r, rc, rt, root, comm), r == in_place ? type_bytes(sc, st) : type_bytes(rc, rt), root)
-COLLECTIVE(Scatterv, (const void *s, const int *sc, const void *d, H st, void *r, int rc, H rt, int root, H comm),
-           (s, sc, d, st, r, rc, rt, root, comm),
-           r == in_place ? type_bytes(sc[my_rank(comm)], st) : type_bytes(rc, rt), root)
-COLLECTIVE(Alltoall, (const void *s, int sc, H st, void *r, int rc, H rt, H comm), (s, sc, st, r, rc, rt, comm),
-           (s == in_place ? type_bytes(rc, rt) : type_bytes(sc, st)) * SIZE_OF(comm), -1)
-COLLECTIVE(Alltoallv,
-           (const void *s, const int *sc, const void *sd, H st, void *r, const int *rc, const void *rd, H rt, H comm),
-           (s, sc, sd, st, r, rc, rd, rt, comm),
-           s == in_place ? sum_counts(rc, SIZE_OF(comm), rt) : sum_counts(sc, SIZE_OF(comm), st), -1)
-COLLECTIVE(Reduce_scatter, (const void *s, void *r, const int *rc, H type, H op, H comm),
-           (s, r, rc, type, op, comm), sum_counts(rc, SIZE_OF(comm), type), -1)
-COLLECTIVE(Reduce_scatter_block, (const void *s, void *r, int rc, H type, H op, H comm),
-           (s, r, rc, type, op, comm), type_bytes(rc, type) * SIZE_OF(comm), -1)
+COLLECTIVE(Barrier, , (H comm), (comm), (comm), 1, 0, -1, CALL_INT, 0)
+
+#define BCAST(SUF, CT, CALL, WIDE)                                                                              \
+    COLLECTIVE(Bcast, SUF, (void *buf, CT count, H type, int root, H comm), (buf, count, type, root, comm),     \
+               (buf, (int)count, type, root, comm), FITS(count), type_bytes(count, type), root, CALL, WIDE)
+BCAST(, int, CALL_INT, 0)
+BCAST(_c, int64_t, CALL_C, 1)
+
+#define REDUCE(SUF, CT, CALL, WIDE)                                                                             \
+    COLLECTIVE(Reduce, SUF, (const void *s, void *r, CT count, H type, H op, int root, H comm),                 \
+               (s, r, count, type, op, root, comm), (s, r, (int)count, type, op, root, comm), FITS(count),      \
+               type_bytes(count, type), root, CALL, WIDE)
+REDUCE(, int, CALL_INT, 0)
+REDUCE(_c, int64_t, CALL_C, 1)
+
+#define ALLREDUCE_LIKE(NAME, SUF, CT, CALL, WIDE)                                                               \
+    COLLECTIVE(NAME, SUF, (const void *s, void *r, CT count, H type, H op, H comm), (s, r, count, type, op, comm), \
+               (s, r, (int)count, type, op, comm), FITS(count), type_bytes(count, type), -1, CALL, WIDE)
+#define BOTH_COLL(MACRO, NAME) MACRO(NAME, , int, CALL_INT, 0) MACRO(NAME, _c, int64_t, CALL_C, 1)
+BOTH_COLL(ALLREDUCE_LIKE, Allreduce)
+BOTH_COLL(ALLREDUCE_LIKE, Scan)
+BOTH_COLL(ALLREDUCE_LIKE, Exscan)
+
+#define ALLGATHER_LIKE(NAME, SUF, CT, CALL, WIDE, BYTES)                                                        \
+    COLLECTIVE(NAME, SUF, (const void *s, CT sc, H st, void *r, CT rc, H rt, H comm),                           \
+               (s, sc, st, r, rc, rt, comm), (s, (int)sc, st, r, (int)rc, rt, comm), FITS(sc) && FITS(rc),      \
+               BYTES, -1, CALL, WIDE)
+#define BLOCK (s == in_place ? type_bytes(rc, rt) : type_bytes(sc, st))
+ALLGATHER_LIKE(Allgather, , int, CALL_INT, 0, BLOCK)
+ALLGATHER_LIKE(Allgather, _c, int64_t, CALL_C, 1, BLOCK)
+ALLGATHER_LIKE(Alltoall, , int, CALL_INT, 0, BLOCK * SIZE_OF(comm))
+ALLGATHER_LIKE(Alltoall, _c, int64_t, CALL_C, 1, BLOCK * SIZE_OF(comm))
+
+#define GATHER_LIKE(NAME, SUF, CT, CALL, WIDE, BYTES)                                                           \
+    COLLECTIVE(NAME, SUF, (const void *s, CT sc, H st, void *r, CT rc, H rt, int root, H comm),                 \
+               (s, sc, st, r, rc, rt, root, comm), (s, (int)sc, st, r, (int)rc, rt, root, comm),                \
+               FITS(sc) && FITS(rc), BYTES, root, CALL, WIDE)
+GATHER_LIKE(Gather, , int, CALL_INT, 0, BLOCK)
+GATHER_LIKE(Gather, _c, int64_t, CALL_C, 1, BLOCK)
+#define SCATTER_BLOCK (r == in_place ? type_bytes(sc, st) : type_bytes(rc, rt))
+GATHER_LIKE(Scatter, , int, CALL_INT, 0, SCATTER_BLOCK)
+GATHER_LIKE(Scatter, _c, int64_t, CALL_C, 1, SCATTER_BLOCK)
+
+/* the v-collectives: the fallback of a twin narrows its count and displacement arrays (``ok_`` says whether
+ * they fit) */
+#define NARROW_OK int ok_ = 1
+#define ALLGATHERV(SUF, CT, DT, CALL, WIDE)                                                                     \
+    int MPI_Allgatherv##SUF(const void *s, CT sc, H st, void *r, const CT *rc, const DT *d, H rt, H comm) {     \
+        BEGIN(C_Allgatherv)                                                                                     \
+        int result;                                                                                             \
+        if (WIDE && !((twins_resolved || (resolve_twins(), 1)) && p_Allgatherv_c)) {                            \
+            int n = SIZE_OF(comm), ok = FITS(sc);                                                               \
+            const int *rc_ = narrow(rc, n, 0, &ok), *d_ = narrow(d, n, 1, &ok);                                 \
+            result = ok ? NEXT(Allgatherv)(s, (int)sc, st, r, rc_, d_, rt, comm) : ERR_COUNT;                   \
+        } else                                                                                                  \
+            result = WIDE ? p_Allgatherv_c(s, sc, st, r, rc, d, rt, comm)                                       \
+                          : NEXT(Allgatherv)(s, sc, st, r, rc, d, rt, comm);                                    \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            collective(C_Allgatherv, t0_, t1_, comm,                                                            \
+                       s == in_place ? type_bytes(count_at(rc, WIDE, my_rank(comm)), rt) : type_bytes(sc, st), -1); \
+        END()                                                                                                   \
+        return result;                                                                                          \
+    }
+ALLGATHERV(, int, int, CALL_INT, 0)
+ALLGATHERV(_c, int64_t, int64_t, CALL_C, 1)
+
+#define GATHERV(SUF, CT, DT, WIDE)                                                                              \
+    int MPI_Gatherv##SUF(const void *s, CT sc, H st, void *r, const CT *rc, const DT *d, H rt, int root,        \
+                         H comm) {                                                                              \
+        BEGIN(C_Gatherv)                                                                                        \
+        int result;                                                                                             \
+        if (WIDE && !((twins_resolved || (resolve_twins(), 1)) && p_Gatherv_c)) {                               \
+            int n = SIZE_OF(comm), ok = FITS(sc);                                                               \
+            const int *rc_ = narrow(rc, n, 0, &ok), *d_ = narrow(d, n, 1, &ok);                                 \
+            result = ok ? NEXT(Gatherv)(s, (int)sc, st, r, rc_, d_, rt, root, comm) : ERR_COUNT;                \
+        } else                                                                                                  \
+            result = WIDE ? p_Gatherv_c(s, sc, st, r, rc, d, rt, root, comm)                                    \
+                          : NEXT(Gatherv)(s, sc, st, r, rc, d, rt, root, comm);                                 \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            collective(C_Gatherv, t0_, t1_, comm,                                                               \
+                       s == in_place ? type_bytes(count_at(rc, WIDE, my_rank(comm)), rt) : type_bytes(sc, st),  \
+                       root);                                                                                   \
+        END()                                                                                                   \
+        return result;                                                                                          \
+    }
+GATHERV(, int, int, 0)
+GATHERV(_c, int64_t, int64_t, 1)
+
+#define SCATTERV(SUF, CT, DT, WIDE)                                                                             \
+    int MPI_Scatterv##SUF(const void *s, const CT *sc, const DT *d, H st, void *r, CT rc, H rt, int root,       \
+                          H comm) {                                                                             \
+        BEGIN(C_Scatterv)                                                                                       \
+        int result;                                                                                             \
+        if (WIDE && !((twins_resolved || (resolve_twins(), 1)) && p_Scatterv_c)) {                              \
+            int n = SIZE_OF(comm), ok = FITS(rc);                                                               \
+            const int *sc_ = narrow(sc, n, 0, &ok), *d_ = narrow(d, n, 1, &ok);                                 \
+            result = ok ? NEXT(Scatterv)(s, sc_, d_, st, r, (int)rc, rt, root, comm) : ERR_COUNT;               \
+        } else                                                                                                  \
+            result = WIDE ? p_Scatterv_c(s, sc, d, st, r, rc, rt, root, comm)                                   \
+                          : NEXT(Scatterv)(s, sc, d, st, r, rc, rt, root, comm);                                \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            collective(C_Scatterv, t0_, t1_, comm,                                                              \
+                       r == in_place ? type_bytes(count_at(sc, WIDE, my_rank(comm)), st) : type_bytes(rc, rt),  \
+                       root);                                                                                   \
+        END()                                                                                                   \
+        return result;                                                                                          \
+    }
+SCATTERV(, int, int, 0)
+SCATTERV(_c, int64_t, int64_t, 1)
+
+#define ALLTOALLV(SUF, CT, DT, WIDE)                                                                            \
+    int MPI_Alltoallv##SUF(const void *s, const CT *sc, const DT *sd, H st, void *r, const CT *rc,              \
+                           const DT *rd, H rt, H comm) {                                                        \
+        BEGIN(C_Alltoallv)                                                                                      \
+        int result;                                                                                             \
+        if (WIDE && !((twins_resolved || (resolve_twins(), 1)) && p_Alltoallv_c)) {                             \
+            int n = SIZE_OF(comm), ok = 1;                                                                      \
+            const int *sc_ = narrow(sc, n, 0, &ok), *sd_ = narrow(sd, n, 1, &ok);                               \
+            const int *rc_ = narrow(rc, n, 2, &ok), *rd_ = narrow(rd, n, 3, &ok);                               \
+            result = ok ? NEXT(Alltoallv)(s, sc_, sd_, st, r, rc_, rd_, rt, comm) : ERR_COUNT;                  \
+        } else                                                                                                  \
+            result = WIDE ? p_Alltoallv_c(s, sc, sd, st, r, rc, rd, rt, comm)                                   \
+                          : NEXT(Alltoallv)(s, sc, sd, st, r, rc, rd, rt, comm);                                \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            collective(C_Alltoallv, t0_, t1_, comm,                                                             \
+                       s == in_place ? sum_counts(rc, WIDE, SIZE_OF(comm), rt)                                  \
+                                     : sum_counts(sc, WIDE, SIZE_OF(comm), st), -1);                            \
+        END()                                                                                                   \
+        return result;                                                                                          \
+    }
+ALLTOALLV(, int, int, 0)
+ALLTOALLV(_c, int64_t, int64_t, 1)
+
+#define REDUCE_SCATTER(SUF, CT, WIDE)                                                                           \
+    int MPI_Reduce_scatter##SUF(const void *s, void *r, const CT *rc, H type, H op, H comm) {                   \
+        BEGIN(C_Reduce_scatter)                                                                                 \
+        int result;                                                                                             \
+        if (WIDE && !((twins_resolved || (resolve_twins(), 1)) && p_Reduce_scatter_c)) {                        \
+            int ok = 1;                                                                                         \
+            const int *rc_ = narrow(rc, SIZE_OF(comm), 0, &ok);                                                 \
+            result = ok ? NEXT(Reduce_scatter)(s, r, rc_, type, op, comm) : ERR_COUNT;                          \
+        } else                                                                                                  \
+            result = WIDE ? p_Reduce_scatter_c(s, r, rc, type, op, comm)                                        \
+                          : NEXT(Reduce_scatter)(s, r, rc, type, op, comm);                                     \
+        MIDDLE()                                                                                                \
+        if (observe_)                                                                                           \
+            collective(C_Reduce_scatter, t0_, t1_, comm, sum_counts(rc, WIDE, SIZE_OF(comm), type), -1);        \
+        END()                                                                                                   \
+        return result;                                                                                          \
+    }
+REDUCE_SCATTER(, int, 0)
+REDUCE_SCATTER(_c, int64_t, 1)
+
+#define REDUCE_SCATTER_BLOCK(SUF, CT, CALL, WIDE)                                                               \
+    COLLECTIVE(Reduce_scatter_block, SUF, (const void *s, void *r, CT rc, H type, H op, H comm),                \
+               (s, r, rc, type, op, comm), (s, r, (int)rc, type, op, comm), FITS(rc),                           \
+               type_bytes(rc, type) * SIZE_OF(comm), -1, CALL, WIDE)
+REDUCE_SCATTER_BLOCK(, int, CALL_INT, 0)
+REDUCE_SCATTER_BLOCK(_c, int64_t, CALL_C, 1)

@@ -78,15 +78,41 @@ def test_sweep_native_and_a_vm_topology_then_report_and_compare_without_the_yaml
 
 def test_exec_record_stores_the_run_with_the_parser(lj_app, store):
     folder = lj_app.parent
+    # profiled too: lmp (Debian's, linked against Debian's Open MPI) with the interposer preloaded, not rebuilt
     done = vnetbench("exec", "--topology", "native", "--ranks", 2, "--record", "--store", store, "--parser",
-                     "lammps", "--", "lmp", "-in", folder / "in.lj", "-var", "c", "6", "-log", "none", check=0)
+                     "lammps", "--profile", "--", "lmp", "-in", folder / "in.lj", "-var", "c", "6", "-log", "none",
+                     check=0)
     assert "Loop time of" in done.stdout  # the program's output passes through
     (record,) = records_of(store)
     assert record["status"] == "ok" and record["kernel"] == "lmp" and record["metrics"]["atoms"] == 864
     assert record["app"]["parser"] == "lammps" and len(record["placement"]) == 2
+    assert_lammps_profile(record)
     plot, html = store.parent / "lmp.png", store.parent / "lmp.html"
     report = vnetbench("report", "--store", store, "--plot", plot, "--html", html, check=0).stdout
     assert "lmp: elapsed (s)" in report and "lmp: loop time (s)" in report
+    assert "MPI profiles" in report and "Allreduce" in report
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = html.read_text()
     assert "lmp: elapsed" in page and "lmp: time in comm" in page and "data:image/png;base64," in page
+
+
+def assert_lammps_profile(record: dict) -> None:
+    """LAMMPS's messages as the profiler saw them: what each rank sent to the other, by size bucket, is what the
+    other received; its thermo output's reductions are Allreduces over the 2 ranks; the world-size guard, loaded
+    first, still saw one world of 2."""
+    profile = record["profile"]
+    assert profile["status"] == "ok" and profile["ranks_profiled"] == 2 and profile["mode"] == "summary"
+    assert profile["library"].startswith("Open MPI v") and profile["abi"] == "openmpi"
+    assert record["world_guard"]["worlds"] == [2] and record["world_guard"]["ranks_seen"] == [0, 1]
+    zero, one = profile["ranks"]
+    assert zero["peers"]["1"]["sent"] == one["peers"]["0"]["received"] != {}
+    assert one["peers"]["0"]["sent"] == zero["peers"]["1"]["received"] != {}
+    for rank in (zero, one):
+        sent = sum(b for bucket in rank["peers"][str(1 - rank["rank"])]["sent"].values() for _, b in [bucket])
+        calls = rank["calls"]
+        assert calls["MPI_Init"]["calls"] == 1 and calls["MPI_Finalize"]["calls"] == 1
+        assert calls["MPI_Irecv"]["calls"] == calls["MPI_Wait"]["calls"] > 0  # its ghost exchange: Irecv, Send, Wait
+        # every byte a rank sent went through a call that sends (Send, Sendrecv: both ways, so at least)
+        assert calls["MPI_Send"]["bytes"] <= sent <= calls["MPI_Send"]["bytes"] + calls["MPI_Sendrecv"]["bytes"]
+    sizes = {c["call"]: c["comm_size"] for c in profile["collectives"]}
+    assert sizes["MPI_Allreduce"] == 2 and profile["calls"]["MPI_Allreduce"]["calls"] >= 2

@@ -92,12 +92,20 @@ def test_hello_natively(flavour, hello_of):
     assert [(rank, size) for rank, size, _ in said] == [(0, 2), (1, 2)], proc.stdout
 
 
+# pingpong and halo run profiled (the interposer preloaded, one build for every MPI): their messages are known
+# exactly from their parameters (tests/mpi_flavours/profiles.py); halo keeps a trace, read back here
+PROFILED = {"pingpong": ["--profile"], "halo": ["--profile", "trace"]}
+
+
 @pytest.mark.timeout(180)
 def test_every_kernel_natively(flavour, tmp_path):
+    from .profiles import assert_halo_profile, assert_pingpong_profile
+
     launcher = launcher_of(flavour)
     for kernel in KERNELS:
         store = tmp_path / f"{kernel}.jsonl"
-        args = ["run", kernel, "--ranks", "2", "--mpi", launcher, "--json", "--store", store, *TINY[kernel]]
+        args = ["run", kernel, "--ranks", "2", "--mpi", launcher, "--json", "--store", store, *TINY[kernel],
+                *PROFILED.get(kernel, [])]
         if kernel == KERNELS[0]:  # and where its processes listen, seen as ss sees them
             proc, seen = run_watched(*args, timeout=150)
         else:
@@ -108,6 +116,10 @@ def test_every_kernel_natively(flavour, tmp_path):
         assert_names_its_library(record, flavour, launcher)
         if kernel == KERNELS[0]:
             assert_listens_as_recorded(seen, record, flavour, ranks_here=True)
+        if kernel == "pingpong":
+            assert_pingpong_profile(record, TINY[kernel], LIBRARY[flavour])
+        if kernel == "halo":
+            assert_halo_profile(record, TINY[kernel], LIBRARY[flavour], store)
 
 
 # md with PME: its transposes and grid halo are Alltoallv of numpy buffers, a collective the other kernels do not use

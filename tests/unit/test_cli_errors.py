@@ -21,6 +21,11 @@ from conftest import vnetbench
     (["ingest", "/nonexistent/record.json"], "FILE: /nonexistent/record.json does not exist"),
     (["report", "--format", "xml"], "argument --format: invalid choice"),
     (["run", "allreduce", "--topology", "native", "--vms", "qemu"], "--vms qemu: native has no VMs to boot"),
+    (["run", "allreduce", "--profile", "full"], "--profile: 'full' is not a mode; allowed: summary, trace"),
+    (["exec", "--topology", "native", "--ranks", "2", "--profile", "calls", "--", "true"],
+     "--profile: 'calls' is not a mode; allowed: summary, trace"),
+    (["exec", "--topology", "native", "--ranks", "2", "--profile", "--store", "s.jsonl", "--", "/sbin/ldconfig"],
+     "--profile: /sbin/ldconfig is linked statically: nothing can be preloaded into it"),
     (["run", "allreduce", "--topology", "2vm-1vswitch", "--vms", "qemu", "--guest-kernel", "/dev/zero"],
      "--guest-kernel: /dev/zero: a character device, not a regular file"),
 ])
