@@ -7,7 +7,7 @@ elapsed time. The replay of the profile's own topology against its measured elap
 self-consistency (``self_error_pct``): what the model misses of the program's own communication.
 """
 
-from vnetbench.core.errors import UsageError
+from vnetbench.core.errors import SpecError, UsageError
 
 from . import calibration, model, paths, replay
 
@@ -89,7 +89,13 @@ def base_topology(record: dict):
         from vnetbench.topologies.local import NativeTopology
 
         return NativeTopology(spec)
-    return topologies.backend(spec["backend"]).from_data(dict(spec), f"the topology of run {record['run_id']}")
+    source = f"the topology of run {record['run_id']}"
+    try:
+        return topologies.backend(spec["backend"]).from_data(dict(spec), source)
+    except SpecError:  # sized for another host: its paths are what matters, read by the spec model alone
+        from vnetbench.topologies.model import spec as model
+
+        return model.from_dict(dict(spec), source)
 
 
 def costs_for(topology, ranks: int, records: list[dict], mpi: str | None, what: str) -> model.Costs:
