@@ -74,6 +74,11 @@ def classify(topology, ranks: int) -> dict[tuple[int, int], Path]:
     """The path of every unordered pair (a, b), a < b, of ``ranks`` ranks on ``topology``."""
     where = vm_of_ranks(topology, ranks)
     if where is None:
+        if topology.backend != "local":
+            from vnetbench.core.errors import UsageError
+
+            raise UsageError(f"--topology: {topology.name} (backend {topology.backend}) has no VMs; calibrate and "
+                             f"predict know the paths of this host (native) and of topologies of VMs")
         return {(a, b): host_path() for a in range(ranks) for b in range(a + 1, ranks)}
     vms = list(topology.vms)
     return {(a, b): between(topology, vms[where[a]], vms[where[b]]) for a in range(ranks) for b in range(a + 1, ranks)}
