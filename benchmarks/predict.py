@@ -16,7 +16,8 @@ For each program, at 2 ranks, under the MPI LAMMPS is linked against (``md_commo
    every program on every topology, the order of the topologies turning round each repetition. A measured
    overhead is a program's loop time on the topology over its native loop time in the same repetition, minus 1;
    the median over repetitions is compared with the prediction. Goal: within 2 percentage points. Beside the goal's
-   rows, 2vm-2vswitch against 2vm-1vswitch: both sides VMs, whose ranks a shared machine schedules alike.
+   rows, 2vm-2vswitch against 2vm-1vswitch: both sides VMs, whose ranks a shared machine schedules alike; beside
+   the medians, the best-of view (each side's fastest loop: other work can only slow a run down).
 
 The loop time is the program's own (md and halo: ``elapsed_s``; LAMMPS: "Loop time"): the prediction's difference
 covers the whole traced run (MPI_Init to MPI_Finalize), the loop being most of its communication.
@@ -224,7 +225,8 @@ def rows(result: dict) -> list[dict]:
             out.append({"program": name, "topology": target, "baseline": "native", "predicted_pct": predicted,
                         "measured_pct": measured, "error_pp": predicted - measured, "native_loop_s": native,
                         "reps": reps, "spread_pp": [min(paired), max(paired)],
-                        "self_error_pct": p["replay"]["self_error_pct"], "met": abs(predicted - measured) <= GOAL_PP})
+                        "self_error_pct": p["replay"]["self_error_pct"], "met": abs(predicted - measured) <= GOAL_PP,
+                        **best(loops, target, "native", p["delta_s"])})
         # beside the goal's rows: the uplinks against one switch, both sides VMs (the same scheduling of the ranks
         # on a shared machine, where native's ranks and the VMs' are not scheduled alike)
         one, two = (entry["predicted"][t] for t in TOPOLOGIES[1:])
@@ -234,20 +236,28 @@ def rows(result: dict) -> list[dict]:
         out.append({"program": name, "topology": TOPOLOGIES[2], "baseline": TOPOLOGIES[1], "predicted_pct": predicted,
                     "measured_pct": measured, "error_pp": predicted - measured, "native_loop_s": native, "reps": reps,
                     "spread_pp": [min(paired), max(paired)], "self_error_pct": two["replay"]["self_error_pct"],
-                    "met": None})
+                    "met": None, **best(loops, TOPOLOGIES[2], TOPOLOGIES[1], two["delta_s"] - one["delta_s"])})
     return out
+
+
+def best(loops: dict, target: str, baseline: str, delta: float) -> dict:
+    """The best-of view (other work can only slow a run down): each side's fastest loop, the predicted difference
+    over the baseline's fastest."""
+    fast_t, fast_b = min(loops[target]), min(loops[baseline])
+    return {"best_predicted_pct": 100.0 * delta / fast_b, "best_measured_pct": 100.0 * (fast_t / fast_b - 1.0)}
 
 
 def table(result: dict) -> None:
     print(f"predicted vs measured overhead at 2 ranks, {result['repeat']} alternated repetitions, medians "
           f"(goal: within {GOAL_PP:g} pp); MPI {result['mpi']}")
     print(f"{'program':<20}{'topology':<15}{'against':<15}{'predicted %':>12}{'measured %':>12}{'error pp':>10}"
-          f"{'measured range':>18}{'native loop s':>15}{'self-cons. %':>14}  verdict")
+          f"{'measured range':>18}{'best: pred/meas %':>19}{'native loop s':>15}{'self-cons. %':>14}  verdict")
     for row in rows(result):
         low, high = row["spread_pp"]
         verdict = "(beside)" if row["met"] is None else "met" if row["met"] else "MISSED"
+        shown = f"{row['best_predicted_pct']:.1f}/{row['best_measured_pct']:.1f}"
         print(f"{row['program']:<20}{row['topology']:<15}{row['baseline']:<15}{row['predicted_pct']:>12.2f}"
-              f"{row['measured_pct']:>12.2f}{row['error_pp']:>+10.2f}{f'{low:.1f}..{high:.1f}':>18}"
+              f"{row['measured_pct']:>12.2f}{row['error_pp']:>+10.2f}{f'{low:.1f}..{high:.1f}':>18}{shown:>19}"
               f"{row['native_loop_s']:>15.3f}{row['self_error_pct']:>+14.1f}  {verdict}")
     for name, cal in result.get("calibrations", {}).items():
         print(f"calibration of {name}: {cal['seconds']:.1f} s; {cal['paths']}")

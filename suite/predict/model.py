@@ -101,6 +101,20 @@ class Rerated:
         return max(floor, wire)
 
 
+class Shifted:
+    """A curve with a fixed one-way time added (an uplink without its shaper: one switch, plus the uplink's extra
+    hops and delay)."""
+
+    def __init__(self, base, extra_s: float):
+        self.base, self.extra = base, extra_s
+
+    def oneway(self, size: float) -> float:
+        return self.base.oneway(size) + self.extra
+
+    def occupancy(self, size: float) -> float:
+        return self.base.occupancy(size)
+
+
 class Costs:
     """What a prediction on ``topology`` at ``ranks`` ranks costs, from ``own`` (its own calibration record, or
     None) and ``others`` (fresh calibrations of other topologies, same MPI): ``p2p``, ``collective``; and what it
@@ -116,8 +130,34 @@ class Costs:
         self.extrapolated = False
         self._worst: dict[tuple, paths.Path] = {}
         self._tables: dict[tuple, Curve] = {}
+        self.buckets: dict[str, tuple[float, int]] = {}  # uplink key -> its shaper's (bytes/s, burst bytes)
         for path in {p.key: p for p in self.pairs.values()}.values():
             self.curves[path.key] = self._resolve(path)
+            if path.kind == "uplink":
+                self._unshape(path)
+
+    def _unshape(self, path: paths.Path) -> None:
+        """An uplink emulated here crosses a token bucket (tc tbf: the rate, and a burst of 2 ms at the rate, at least
+        128 KiB): a message that finds tokens crosses as over one switch, one that does not waits for them (the
+        replay keeps each directed pair's bucket). Where one switch of the uplink's kind is calibrated its costs
+        stand for the unshaped path, plus the uplink's extra hops (its 8 B one-way time over one switch's) and delay;
+        without one, the uplink's own measured costs stand, shaping included, and no bucket is kept."""
+        bucket = paths.shaper(path)
+        switch = self._measured(f"switch/{path.backend}/{path.switch_kinds[0]}") if len(path.switch_kinds) == 1 \
+            else None
+        if bucket is None or switch is None:
+            return
+        record, table = switch
+        self._rest_on(record, False)
+        one = Curve(table["sizes"])
+        uplink = self.curves[path.key]
+        extra = max(0.0, uplink.oneway(8) - one.oneway(8)) if not isinstance(uplink, Rerated) \
+            else max(0.0, uplink.base.oneway(8) - one.oneway(8)) + uplink.shift
+        self.curves[path.key] = Shifted(one, extra)
+        self.buckets[path.key] = bucket
+        self.notes[path.key] = (f"{self.notes.get(path.key)}; streamed through the uplinks' token bucket "
+                                f"({units.format_rate(path.rate)}, burst {bucket[1] >> 10} KiB), one switch's costs "
+                                f"(measured on {record['calibration']['topology']}) +{extra * 1e6:.1f} us otherwise")
 
     # ---- finding each path ---------------------------------------------------------------
 

@@ -35,6 +35,16 @@ class Path(namedtuple("Path", "kind key backend switch_kinds rate delay_us")):
         return f"across uplinks at {units.format_rate(self.rate)}{delay} ({'/'.join(self.switch_kinds)})"
 
 
+def shaper(path: Path) -> tuple[float, int] | None:
+    """(bytes per second, burst bytes) of the token bucket (tc tbf) that shapes ``path``'s uplinks where vnetbench
+    emulates them on this host (thishost/fabric.py: every uplink both ways); None elsewhere."""
+    if path.kind != "uplink" or path.backend not in ("netns", "qemu"):
+        return None
+    from vnetbench.topologies.thishost.fabric import tbf_burst
+
+    return path.rate / 8.0, tbf_burst(path.rate)
+
+
 def switch_kind(switch) -> str:
     """A switch's kind as a path names it: ``bridge``, ``ovs-netdev``, ``macvlan``."""
     kind = getattr(switch, "kind", None) or "bridge"

@@ -5,7 +5,8 @@ between one call's exit and the next one's entry, measured); a call takes what t
 trace says it waits for:
 
 - a send posts its messages at the call's entry. A message starts when its path is free (messages on one
-  directed pair of ranks queue behind each other's occupancy) and arrives one one-way time later. A blocking
+  directed pair of ranks queue behind each other's occupancy) and, on an uplink shaped by a token bucket, when
+  the bucket holds its bytes (``model.Costs.buckets``); it arrives one one-way time later. A blocking
   send returns when its message has left (start + occupancy); a nonblocking one completes then, at its Wait;
 - a receive completes when its message arrived: a blocking one at max(its entry, the arrival); a nonblocking
   one at its Wait: max(the Wait's entry, the arrival). Messages match as MPI matches them: the k-th receive
@@ -80,6 +81,7 @@ class Replay:
         self.sent: dict[tuple, list[_Message]] = defaultdict(list)  # (src, dst, tag) -> messages in order
         self.claimed: dict[tuple, int] = defaultdict(int)  # (src, dst, tag) -> receives matched so far
         self.link_free: dict[tuple, float] = defaultdict(float)  # (src, dst) -> when its path is free
+        self.bucket: dict[tuple, tuple[float, float]] = {}  # (src, dst) -> (tokens, when) of a shaped uplink
         self.requests: list[dict] = [{} for _ in events]  # rank -> req -> ["send", msg] | ["recv", claim]
         self.collectives: dict[tuple, dict] = {}  # (members, sequence) -> {rank: entry}
         self.sequence: list[dict] = [defaultdict(int) for _ in events]  # rank -> members -> collectives entered
@@ -133,9 +135,12 @@ class Replay:
 
     def _post(self, rank: int, ev, call: _Call) -> None:
         """The call's messages leave, its receives and requests are noted, its collective entered."""
+        buckets = getattr(self.costs, "buckets", {})
         for peer, nbytes, tag, req in ev.sends:
             oneway, occupancy, key = self.costs.p2p(rank, peer, nbytes)
             start = max(call.entry, self.link_free[(rank, peer)])
+            if key in buckets:  # a shaped uplink: the message waits for the tokens it lacks
+                start += self._tokens(rank, peer, nbytes, start, *buckets[key])
             msg = _Message(nbytes, start, start + occupancy, start + oneway, key)
             self.link_free[(rank, peer)] = msg.left
             self.sent[(rank, peer, tag)].append(msg)
@@ -159,6 +164,15 @@ class Replay:
             self.sequence[rank][members] += 1
             call.coll = (members, seq)
             self.collectives.setdefault(call.coll, {})[rank] = call.entry
+
+    def _tokens(self, src: int, dst: int, nbytes: int, start: float, rate: float, burst: int) -> float:
+        """Seconds a message of ``nbytes`` leaving at ``start`` waits for the tokens of its directed pair's bucket
+        (``rate`` bytes/s, ``burst`` bytes; full at first)."""
+        tokens, then = self.bucket.get((src, dst), (float(burst), start))
+        tokens = min(float(burst), tokens + (start - then) * rate)
+        wait = max(0.0, (nbytes - tokens) / rate)
+        self.bucket[(src, dst)] = (max(0.0, tokens - nbytes), start + wait)
+        return wait
 
     def _claim(self, src: int, dst: int, tag: int):
         """A receive's place among the messages ``src`` sends ``dst`` with ``tag`` (any tag, when negative, or any

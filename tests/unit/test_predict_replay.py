@@ -127,8 +127,14 @@ def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one():
     oneway, occupancy, key = costs_.p2p(0, 1, 1 << 20)
     wire_1g, wire_10g = (1 << 20) * 8 / 1e9, (1 << 20) * 8 / 1e10
     assert key == "uplink/netns/bridge/10gbit"
-    assert oneway == pytest.approx(max(800e-6, 9000e-6 - wire_1g + wire_10g))
-    assert occupancy == pytest.approx(max((1 << 20) / 1500e6, wire_10g))
+    # emulated here, a 10 Gbit/s uplink is one switch plus the uplink's extra 5 us (its 8 B time over one switch's)
+    # behind a token bucket of 10 Gbit/s and a 2.5 MB burst (2 ms at the rate)
+    assert costs_.buckets[key] == (1.25e9, 2_500_000)
+    assert oneway == pytest.approx(model.Curve(switch["sizes"]).oneway(1 << 20) + 5e-6)
+    assert occupancy == pytest.approx(min((1 << 20) / 1500e6, 800e-6))
+    rerated = model.Rerated(model.Curve(uplink["sizes"]), 10**9, 0, 10**10, 0, model.Curve(switch["sizes"]))
+    assert rerated.oneway(1 << 20) == pytest.approx(max(800e-6, 9000e-6 - wire_1g + wire_10g))
+    assert rerated.occupancy(1 << 20) == pytest.approx(max((1 << 20) / 1500e6, wire_10g))
     # no allreduce table at this path: ceil(log2 2) = 1 exchange of the worst path
     assert costs_.allreduce((0, 1), 8) == pytest.approx(sum(costs_.p2p(0, 1, 8)[:2]))
 
@@ -157,3 +163,24 @@ def test_an_uplink_streams_no_faster_than_its_rate_whatever_a_lone_message_did()
     assert curve.oneway(65536) == pytest.approx(100e-6)
     assert curve.occupancy(65536) == pytest.approx(65536 * 8 / 1e9)
     assert model.Curve(FLAT).occupancy(8) == pytest.approx(8e-6)  # no rate: the windowed bandwidth's
+
+
+def test_a_shaped_uplink_passes_its_burst_then_waits_for_tokens():
+    # one switch: 10 us one way, 10 GB/s (100,000 B occupy it 10 us); the uplink's own 8 B time is 15 us (5 us more);
+    # 2vm-2vswitch's uplinks: a token bucket of 125 MB/s and a 250,000 B burst
+    flat = [{"bytes": 8, "oneway_us": 10.0, "bandwidth_mbps": 1e4}, {"bytes": 1 << 20, "oneway_us": 10.0,
+                                                                     "bandwidth_mbps": 1e4}]
+    uplink = [{"bytes": 8, "oneway_us": 15.0, "bandwidth_mbps": 1.0}, {"bytes": 1 << 20, "oneway_us": 9000.0,
+                                                                       "bandwidth_mbps": 118.0}]
+    own = calibration("2vm-2vswitch", {"uplink/netns/bridge/1gbit": {"sizes": uplink, "rate_bps": 10**9}}, {})
+    switch = calibration("2vm-1vswitch", {"switch/netns/bridge": {"sizes": flat}}, {})
+    costs_ = model.Costs(paths.load("2vm-2vswitch"), 2, own, [switch])
+    assert costs_.buckets["uplink/netns/bridge/1gbit"] == (125e6, 250_000)
+    r0 = [Event("MPI_Isend", 0.0, 0.0, sends=((1, 100_000, 0, i),)) for i in range(3)]
+    r0.append(Event("MPI_Waitall", 0.0, 0.0, completes=tuple((i, -1, 0) for i in range(3))))
+    r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 100_000, 0, -1),)) for _ in range(3)]
+    _, ends, _ = replay.Replay([r0, r1], [0.0, 0.0], costs_).run()
+    # the first two pass on the burst (250,000 B), 10 us apart; the third finds 52,500 B of tokens at 20 us and
+    # waits 47,500 B / 125 MB/s = 380 us for the rest: it leaves at 400 us, is off the path at 410 us, arrives at 415
+    assert ends[0] == pytest.approx(410e-6)
+    assert ends[1] == pytest.approx(415e-6)
