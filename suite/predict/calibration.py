@@ -38,7 +38,7 @@ ALLREDUCE = {"min_size": 8, "max_size": 1 << 20, "iterations": 200, "warmup": 20
 
 def spec_hash(topology) -> str:
     """The hash of ``topology``'s resolved spec, as its records carry it (``to_dict``)."""
-    return hashlib.sha256(json.dumps(topology.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+    return _hash(topology.to_dict())
 
 
 def calibrate(topology, *, repeat: int = 1, mpi: str | None = None, echo=sys.stderr) -> dict:
@@ -174,8 +174,8 @@ def _flavour(mpi: str) -> str:
 
 
 def usable(records: list[dict], mpi: str | None, exclude: str | None = None) -> list[dict]:
-    """Every calibration in ``records`` fresh for the topology it names as its spec says (loaded again when it is a
-    preset or a file that still exists), with MPI ``mpi``; newest first; for extrapolation."""
+    """Every calibration in ``records`` fresh for the topology it names (loaded again when it is a preset or a file
+    that still exists; else the spec the calibration recorded), with MPI ``mpi``; newest first; for extrapolation."""
     from vnetbench import topologies
 
     out, seen = [], set()
@@ -188,12 +188,20 @@ def usable(records: list[dict], mpi: str | None, exclude: str | None = None) -> 
             continue
         try:
             now = topologies.load(_ref(cal))
-        except (UsageError, OSError):
-            now = None
-        if now is not None and freshness(record, now) is None:
+        except (UsageError, OSError):  # its file is gone: the spec it recorded is what it describes
+            spec = (record.get("topology") or {}).get("spec")
+            if isinstance(spec, dict) and _hash(spec) == cal.get("spec_hash"):
+                seen.add(cal["topology"])
+                out.append(record)
+            continue
+        if freshness(record, now) is None:
             seen.add(cal["topology"])
             out.append(record)
     return out
+
+
+def _hash(spec: dict) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _ref(cal: dict) -> str:
