@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vnetbench.core.errors import LaunchError, SpecError
-from vnetbench.core.rundir import private_dir, state_root
+from vnetbench.core.rundir import cache_dir, private_dir
 from vnetbench.core.files import open_regular
 
 SOURCE = Path(__file__).with_name("worldsize.c")
@@ -40,18 +40,13 @@ class Guard:
         return {"available": self.path is not None, **({"reason": self.reason} if self.reason else {})}
 
 
-def cache_dir() -> Path:
-    # hidden: the state root's visible entries are topologies and jobs, which the tests account for
-    return state_root() / ".cache"
-
-
 @functools.lru_cache(maxsize=None)
-def build(cc: str = "cc", cache: Path | None = None) -> Guard:
+def build_guard(cc: str = "cc", cache: Path | None = None) -> Guard:
     """The shim, compiled on first use into the per-user cache (atomically: a temp file, then rename);
     without a C compiler, a Guard saying why there is none. Asked once per process: every repetition of a
     sweep asks, and a compile that failed (up to COMPILE_TIMEOUT) is not tried again for each."""
     source = SOURCE.read_bytes()
-    cache = cache or cache_dir()
+    cache = cache or cache_dir(make=False)
     target = cache / f"worldsize-{hashlib.sha256(source).hexdigest()[:16]}.so"
     if target.is_file():
         return Guard(str(target))
@@ -82,7 +77,7 @@ def build(cc: str = "cc", cache: Path | None = None) -> Guard:
     return Guard(str(target))
 
 
-def read(job_dir) -> list[dict]:
+def read_worlds(job_dir) -> list[dict]:
     """What the program's processes wrote, one dict each (unreadable files left out)."""
     folder = Path(job_dir) / FOLDER
     try:

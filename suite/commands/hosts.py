@@ -61,7 +61,7 @@ def _usage(parser) -> int:
     return 2
 
 
-def load(args):
+def _load(args):
     """The topology the options name, through the one loader (``common.topology_source``: ``--topology REF`` as it
     is, a backend's option its ref)."""
     from vnetbench import topologies
@@ -82,7 +82,7 @@ def _size(value) -> str:
 
 
 def handle_check(args) -> int:
-    topology = load(args)
+    topology = _load(args)
     reports = _backend(topology).check_hosts(topology, venv=args.venv, timeout=args.timeout,
                                              clock_tolerance=args.clock_tolerance, mpi=args.mpi)
     if args.json:
@@ -117,7 +117,7 @@ def handle_check(args) -> int:
 def handle_facts(args) -> int:
     from vnetbench.core.hostfacts import save_facts
 
-    topology = load(args)
+    topology = _load(args)
     found = _backend(topology).facts(topology, venv=args.venv, timeout=args.timeout)
     path = save_facts(args.store, found, topology.source)
     if args.json:
@@ -142,7 +142,7 @@ def handle_fetch(args) -> int:
     from vnetbench.engine.ingest import Intake
     from vnetbench.core.store import Store
 
-    topology = load(args)
+    topology = _load(args)
     intake = Intake(Store(args.store))  # before any host is asked: a store it cannot write is refused first
     summary = _backend(topology).fetch(topology, args.remote, intake.add, timeout=args.timeout)
     rows = []
