@@ -193,8 +193,9 @@ def test_refusals_start_nothing(tmp_path):
     huge.write_text(ONE.read_text().replace("memory: 512MB", "memory: 20GB"))
     kvm = tmp_path / "kvm.yaml"  # guest.accel: kvm asked by the file: the refusal names the file and field
     kvm.write_text(ONE.read_text().replace("accel: tcg", "accel: kvm"))
+    accel_line = ONE.read_text().splitlines().index("  accel: tcg") + 1
     cases = [
-        (["topology", "up", kvm], None, f"{kvm}:6: guest.accel kvm: KVM cannot run the guests here"),
+        (["topology", "up", kvm], None, f"{kvm}:{accel_line}: guest.accel kvm: KVM cannot run the guests here"),
         (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "tcg"], no_qemu,
          "--vms qemu: this host lacks qemu-system-x86_64"),
         (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "warp"], None,
@@ -337,7 +338,7 @@ def test_report_shows_no_overhead_for_tcg_runs(guests):
     cli("run", "allreduce", "--topology", "native", "--ranks", "2", "--mpi", FLAVOURS["mpich"], "--store",
         guests["store"], *ALLREDUCE, check=True)
     text = cli("report", "--store", guests["store"], check=True).stdout
-    assert "overhead N/A for gq-two x2: emulated CPU: not a hypervisor's timing" in text, text
+    assert "overhead N/A for gq-two (ovs netdev) x2: emulated CPU: not a hypervisor's timing" in text, text
 
 
 # ---- faults --------------------------------------------------------------------------------------
