@@ -149,7 +149,7 @@ def _mpi(selected: dict | None, problem: str | None, launcher: str | None):
     if selected is not None:
         from vnetbench.core import mpilib
 
-        library, problem = mpilib.check(selected, MPI.Get_library_version(), mpilib.mapped(), launcher)
+        library, problem = mpilib.check_loaded(selected, MPI.Get_library_version(), mpilib.mapped(), launcher)
         if problem:
             return MPI, library, problem
     if mpi4py.rc.threads:

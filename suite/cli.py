@@ -43,7 +43,7 @@ def build_parser(only: str | None = None) -> ArgumentParser:
     return parser
 
 
-def chosen(argv: list[str]) -> str | None:
+def command_of(argv: list[str]) -> str | None:
     """The command ``argv`` names: its first word that is not an option (vnetbench's own options take no
     value), or None."""
     word = next((arg for arg in argv if not arg.startswith("-")), None)
@@ -69,7 +69,7 @@ def _main(argv: list[str], process: bool = False) -> int:
     # SIGTERM and SIGHUP unwind like Ctrl-C, so every context manager tears down what it brought up
     interrupt_on_signals()
     try:
-        parser = build_parser(chosen(argv) or "")
+        parser = build_parser(command_of(argv) or "")
         args, extra = parser.parse_known_args(argv)
         if extra and not getattr(args, "takes_extra", False):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -44,10 +44,15 @@ from vnetbench.core.registry import Registry
 from .launch.intent import Intent, prrte_args
 
 
-class Option(namedtuple("Option", "flag help metavar choices ref", defaults=(None, None, None))):
-    """A command-line option a backend adds to the commands that take a topology (run, sweep, exec, topology):
-    with ``ref`` (a format, ``hostfile:{}``) its value is the topology, in place of ``--topology``; without, it is a
-    setting of the backend's VMs (``--accel``) that its ``from_options`` reads when ``--vms`` chose it."""
+class Option(namedtuple("Option", "flag help metavar choices ref only of default",
+                        defaults=(None, None, None, None, None, None))):
+    """A command-line option a backend adds to the commands that take a topology (run, sweep, exec, topology, and
+    ``hosts``' actions): with ``ref`` (a format, ``hostfile:{}``) its value is the topology, in place of
+    ``--topology``; without, it is a setting of the backend's VMs (``--accel``) that its ``from_options`` reads when
+    ``--vms`` chose it. ``only``: the commands that offer it (None: every one that takes a topology; a name such
+    as ``hosts check`` is a command and its action). ``of``: the ref option it qualifies, its ``ref`` a format of
+    that option's ref and its own value (``{ref}#{}``, ``default`` when it is not given: ``--group`` of
+    ``--inventory``); given without that option, it is refused."""
 
     __slots__ = ()
 
@@ -81,8 +86,12 @@ BACKENDS = Registry("backend", {
     "hosts": Entry("hosts", prefixes=("hostfile", "inventory"), options=(
         Option("--hostfile", "real hosts from an Open MPI hostfile (as hostfile:FILE)", "FILE", ref="hostfile:{}"),
         Option("--inventory", "real hosts from an Ansible inventory, YAML or INI (as inventory:FILE)", "FILE",
-               ref="inventory:{}"))),
-    "slurm": Entry("slurm"),
+               ref="inventory:{}"),
+        Option("--group", "inventory group of the hosts (default: every host)", "NAME", ref="{ref}#{}",
+               only=("hosts check", "hosts facts", "hosts fetch"), of="--inventory", default="all"))),
+    "slurm": Entry("slurm", options=(
+        Option("--slurm", "the nodes of a Slurm partition, through srun (as slurm:PARTITION)", "PARTITION",
+               ref="slurm:{}", only=("hosts check",)),)),
 }, package=__package__, attribute="backend", plugins=PLUGIN_GROUP, plugin_line=Entry, registers=True)
 # the backend of a topology spec that names none: with VMs the default VM backend (``vms: emulated`` in the
 # CLI's words), without VMs this host's

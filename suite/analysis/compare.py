@@ -230,7 +230,7 @@ def summary_lines(result: Comparison) -> list[str]:
     return lines
 
 
-def render(result: Comparison, form: str = "table", show_all: bool = False) -> str:
+def render_comparison(result: Comparison, form: str = "table", show_all: bool = False) -> str:
     headers, body = rows(result, show_all)
     status = "**regressed**" if result.regressed else "no regression"
     doc = Document([Grid(headers, body)] if body else [], before=summary_lines(result),

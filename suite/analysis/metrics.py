@@ -15,7 +15,7 @@ from ..kernels.contract import Metric
 _BROKEN = (TypeError, AttributeError, KeyError, ValueError, IndexError)
 
 
-def number(value) -> float | None:
+def finite(value) -> float | None:
     """``value`` as a finite float, or None (bools, strings, NaN and the like are not numbers)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -51,7 +51,7 @@ def order(kernel: str) -> tuple[int, str]:
 
 
 def _generic(m):
-    return [(Metric(key, key, "", None), value) for key, value in sorted(m.items()) if number(value) is not None]
+    return [(Metric(key, key, "", None), value) for key, value in sorted(m.items()) if finite(value) is not None]
 
 
 def _pairs(record: dict) -> list[tuple[Metric, object]]:
@@ -67,7 +67,7 @@ def _pairs(record: dict) -> list[tuple[Metric, object]]:
 
 def extract(record: dict) -> list[tuple[Metric, float]]:
     """Every well-formed metric of a record, with its value."""
-    return [(metric, value) for metric, raw in _pairs(record) if (value := number(raw)) is not None]
+    return [(metric, value) for metric, raw in _pairs(record) if (value := finite(raw)) is not None]
 
 
 def values(record: dict) -> dict[str, float]:
@@ -80,7 +80,7 @@ def described(record: dict) -> dict[str, Metric]:
 
 def not_numbers(record: dict) -> list[str]:
     """The declared metrics whose value in the record is there but not a finite number, as ``name=value``."""
-    return [f"{metric.name}={raw!r}" for metric, raw in _pairs(record) if raw is not None and number(raw) is None]
+    return [f"{metric.name}={raw!r}" for metric, raw in _pairs(record) if raw is not None and finite(raw) is None]
 
 
 def table_metrics(kernel: str, names: list[str]) -> list[str]:
@@ -94,7 +94,7 @@ def table_metrics(kernel: str, names: list[str]) -> list[str]:
     return [name for name in names if "@" not in name][:2]
 
 
-def headline(record: dict) -> list[tuple[str, object]]:
+def headline_of(record: dict) -> list[tuple[str, object]]:
     """``[(column, value)]`` that ``run`` prints for one record."""
     m = record.get("metrics")
     if not isinstance(m, dict) or not m:
@@ -108,7 +108,7 @@ def headline(record: dict) -> list[tuple[str, object]]:
     return [(metric.name, value) for metric, value in extract(record)[:4]]
 
 
-def size_rows(record: dict) -> list[dict]:
+def size_rows_of(record: dict) -> list[dict]:
     """The record's per-size table (``[{column: value}]``), when its kernel declares one."""
     m = record.get("metrics")
     module = _of(record)

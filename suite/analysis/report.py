@@ -23,7 +23,7 @@ def records_document(records: list[dict]) -> Document:
     columns = ["kernel", "topology", "ranks", "rep", "status"]
     body = []
     for record in records:
-        summary = registry.headline(record)
+        summary = registry.headline_of(record)
         for name, _ in summary:
             if name not in columns:
                 columns.append(name)
@@ -43,7 +43,7 @@ def sizes_document(records: list[dict]) -> Document:
     """Each record's per-size table (bytes, latency, bandwidth, spread where measured), one grid per record."""
     grids, data, rows_csv = [], [], None
     for record in records:
-        rows = registry.size_rows(record)
+        rows = registry.size_rows_of(record)
         if not rows:
             continue
         headers = list(rows[0])

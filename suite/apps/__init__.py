@@ -1,6 +1,6 @@
 """Real applications as first-class runs: an MPI program's results in the store, like a kernel's.
 
-- ``model.load(path)``: the YAML definition (command, env, timeout, parser, success, metrics),
+- ``model.load_app(path)``: the YAML definition (command, env, timeout, parser, success, metrics),
   validated with file:line:field errors; ``model.adhoc(argv, parser)`` for ``exec --record``;
 - ``parsers``: the built-in readers of OSU, IMB and LAMMPS output, registered by name;
 - ``run.run_app(app, ranks, ...)``: repetitions on a topology, each one record in the store;
@@ -9,6 +9,6 @@
 - ``workload``: the kernel contract (metrics, table, headline) filled from a record's declaration.
 """
 
-from .model import App, adhoc, load
+from .model import App, adhoc, load_app
 
 __all__ = ["App", "adhoc", "load"]

@@ -177,7 +177,7 @@ def _one_line(exc: SpecError) -> SpecError:
     return SpecError(one_line(f"{first}{more}"))
 
 
-def load(path: str | Path) -> App:
+def load_app(path: str | Path) -> App:
     """The definition in ``path``; SpecError (exit 2) naming file, line and field for anything wrong."""
     path = Path(path)
     text = read_text(path, f"--app {path}", "an application definition", MAX_APP_BYTES)

@@ -18,7 +18,7 @@ class AppContract:
     def __init__(self, name: str, declaration: dict):
         self.DESCRIPTION = f"application {name}"
         parser = declaration.get("parser")
-        self.parser = parsers.get(parser) if parser in parsers.PARSERS else None
+        self.parser = parsers.PARSERS.load(parser) if parser in parsers.PARSERS else None
         self.regex = [Metric(m["name"], m["name"], m.get("unit") or "", m.get("better"), scaling=bool(m.get("scaling")))
                       for m in declaration.get("metrics") or [] if isinstance(m, dict) and isinstance(m.get("name"), str)]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vnetbench.core.errors import LaunchError, SpecError
-from vnetbench.core.rundir import private_dir, state_root
+from vnetbench.core.rundir import cache_dir, private_dir
 from vnetbench.core.files import open_regular
 
 SOURCE = Path(__file__).with_name("worldsize.c")
@@ -40,13 +40,8 @@ class Guard:
         return {"available": self.path is not None, **({"reason": self.reason} if self.reason else {})}
 
 
-def cache_dir() -> Path:
-    # hidden: the state root's visible entries are topologies and jobs, which the tests account for
-    return state_root() / ".cache"
-
-
 @functools.lru_cache(maxsize=None)
-def build(cc: str = "cc", cache: Path | None = None) -> Guard:
+def build_guard(cc: str = "cc", cache: Path | None = None) -> Guard:
     """The shim, compiled on first use into the per-user cache; without a C compiler, a Guard saying why there
     is none. Asked once per process: every repetition of a sweep asks, and a compile that failed (up to
     COMPILE_TIMEOUT) is not tried again for each."""
@@ -59,7 +54,7 @@ def compile_cached(source_path: Path, stem: str, what: str, *, cc: str = "cc", c
     ``stem`` and the hash of its source and flags (atomically: a temp file, then rename), or (None, why not).
     ``what`` names it in the reason. The world-size guard's and the profiler's shims are built here."""
     source = source_path.read_bytes()
-    cache = cache or cache_dir()
+    cache = cache or cache_dir(make=False)
     digest = hashlib.sha256(source + repr(flags).encode()).hexdigest()[:16] if flags else \
         hashlib.sha256(source).hexdigest()[:16]
     target = cache / f"{stem}-{digest}.so"
@@ -92,7 +87,7 @@ def compile_cached(source_path: Path, stem: str, what: str, *, cc: str = "cc", c
     return str(target), None
 
 
-def read(job_dir) -> list[dict]:
+def read_worlds(job_dir) -> list[dict]:
     """What the program's processes wrote, one dict each (unreadable files left out)."""
     folder = Path(job_dir) / FOLDER
     try:

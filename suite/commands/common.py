@@ -22,17 +22,19 @@ class Shown(str):
         return self.make() % params
 
 
-def _options(ref: bool) -> list:
-    """(backend name, its registry line, option) of every option the backends declare: those that name a topology
-    (``ref``) or the settings of their VMs."""
+def _options(ref: bool, command: str | None = None) -> list:
+    """(backend name, its registry line, option) of every option the backends declare for ``command`` (None: the
+    commands that take a topology, run, sweep, exec and topology): those that name a topology (``ref``) or the
+    settings of their VMs."""
     from vnetbench.topologies import base
 
     return [(name, entry, option) for name, entry in base.entries(with_plugins=False).items()
-            for option in entry.options if bool(option.ref) == ref]
+            for option in entry.options if bool(option.ref) == ref
+            and (command in option.only if option.only else True)]
 
 
-def _dest(option) -> str:
-    return option.flag.lstrip("-").replace("-", "_")
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
 
 
 def add_topology(parser, *, required: bool = False) -> None:
@@ -53,14 +55,41 @@ def add_topology(parser, *, required: bool = False) -> None:
         where.add_argument(option.flag, metavar=option.metavar, help=option.help)
 
 
+def add_host_source(parser, command: str) -> None:
+    """What ``hosts ACTION`` (``command``, "hosts check") reads its hosts from, one of: ``--topology REF`` or a
+    backend's option naming its hosts (``--hostfile``, ``--inventory``, ``--slurm``), and the options qualifying
+    one of those (``--group``)."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--topology", metavar="REF", help="the hosts of any topology whose backend has hosts of its "
+                                                          "own, as --topology of run takes it (e.g. slurm:PARTITION)")
+    for _, _, option in _options(ref=True, command=command):
+        (parser if option.of else source).add_argument(option.flag, metavar=option.metavar, help=option.help)
+
+
 def topology_arg(args) -> str:
     """The topology ref the options name (a backend's option such as ``--hostfile F`` is its ref ``hostfile:F``;
     ``--vms`` as ``vm_ref`` says)."""
-    for _, _, option in _options(ref=True):
-        value = getattr(args, _dest(option), None)
-        if value:
-            return vm_ref(args, option.ref.format(value))
-    return vm_ref(args, args.topology)
+    ref, _ = topology_source(args)
+    return vm_ref(args, ref)
+
+
+def topology_source(args, command: str | None = None) -> tuple[str, str]:
+    """(the topology ref, the option that gave it) of ``command``'s options (None: run, sweep, exec, topology; or
+    a ``hosts`` action): ``--topology REF`` as it is, a backend's option its ref with what the options qualifying
+    it add (``--inventory F --group G``: ``inventory:F#G``)."""
+    options = [option for _, _, option in _options(ref=True, command=command)]
+    for option in options:
+        if option.of and getattr(args, _dest(option.flag), None) and not getattr(args, _dest(option.of), None):
+            raise UsageError(f"{option.flag}: only with {option.of}")
+    for option in options:
+        value = getattr(args, _dest(option.flag), None)
+        if value and not option.of:
+            ref = option.ref.format(value)
+            for qualifier in options:
+                if qualifier.of == option.flag:
+                    ref = qualifier.ref.format(getattr(args, _dest(qualifier.flag), None) or qualifier.default, ref=ref)
+            return ref, option.flag
+    return args.topology, "--topology"
 
 
 def _vm_backends() -> dict:
@@ -143,7 +172,7 @@ def _vm_ref(args, ref: str, *, lone: bool = True) -> str:
     vms = getattr(args, "vms", None) or default
     owner, settings = kinds[vms][0], {}
     for name, entry, option in _options(ref=False):
-        given = getattr(args, _dest(option), None)
+        given = getattr(args, _dest(option.flag), None)
         if not given:
             continue
         if entry.vms[0] != vms:

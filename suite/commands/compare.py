@@ -61,7 +61,7 @@ def handle(args) -> int:
             print(f"vnetbench: warning: {warning}", file=sys.stderr)
         sides.append(side)
     result = compare.compare(*sides, args.threshold, args.alpha)
-    print(compare.render(result, args.format, args.all))
+    print(compare.render_comparison(result, args.format, args.all))
     for module, path in written:
         what = module.write_compare(path, result)
         print(f"vnetbench: {what} written to {path}", file=sys.stderr)

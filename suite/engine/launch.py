@@ -37,7 +37,7 @@ def launcher_env(spec, launcher=None) -> dict:
         return mpi.run_env(spec.env)
     env = mpi.run_env({**spec.env, **launcher.env(spec.intent)})
     try:
-        env.update(mpilib.launcher_env(launcher.library, env))
+        env.update(mpilib.library_env(launcher.library, env))
     except OSError:
         pass  # the ranks link it themselves
     return env

@@ -104,7 +104,7 @@ def _vms(topology: str) -> int:
     return {"2vm-1vswitch": 2, "2vm-2vswitch": 2, "4vm-1vswitch": 4, "4vm-4vswitch": 4}.get(topology, 1)
 
 
-def quick(cpus: int) -> Study:
+def _quick(cpus: int) -> Study:
     ranks = study_ranks(cpus)[-2:]
     topologies = ["native", "2vm-1vswitch", "2vm-2vswitch"]
     note = _scaling_note(cpus, ranks)
@@ -119,7 +119,7 @@ def quick(cpus: int) -> Study:
                   "configurations alternate, each after one warm-up run that is not stored"], warmup=1)
 
 
-def namd(cpus: int) -> Study:
+def _namd(cpus: int) -> Study:
     ranks = namd_ranks(cpus)
     runs = namd_runs(cpus, ranks, 3)
     steps = namd_steps(cpus, runs)
@@ -151,7 +151,7 @@ def numa_nodes() -> int:
     return len(node_cpus()) or 1
 
 
-def stream(cpus: int) -> Study:
+def _stream(cpus: int) -> Study:
     ranks = powers_of_two(1, cpus)
     notes = [f"ranks 1 to {cpus} in powers of two, as the study's 1 to 16 threads on 16 logical cpus; "
              "one rank per thread, bandwidths summed over ranks",
@@ -163,7 +163,7 @@ def stream(cpus: int) -> Study:
                  "stream", [], ["native", "2vm-1vswitch"], ranks, 3, notes)
 
 
-STUDIES = {"quick": quick, "namd": namd, "stream": stream}
+STUDIES = {"quick": _quick, "namd": _namd, "stream": _stream}
 
 
 def get(name: str, cpus: int | None = None) -> Study:

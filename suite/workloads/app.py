@@ -35,7 +35,7 @@ class AppWorkload(Workload):
     @classmethod
     def load(cls, path) -> "AppWorkload":
         """The definition in ``path`` (``--app FILE.yaml``)."""
-        return cls(apps.load(path))
+        return cls(apps.load_app(path))
 
     @classmethod
     def of_program(cls, program: list[str], parser: str | None = None) -> "AppWorkload":
@@ -61,7 +61,7 @@ class AppWorkload(Workload):
         return self.app.spec.timeout
 
     def prepare(self, run: Run) -> None:
-        run.seen["guard"] = worldsize.build()  # compiled once per user and source, before the clock starts
+        run.seen["guard"] = worldsize.build_guard()  # compiled once per user and source, before the clock starts
 
     def rank_argv(self, run: Run) -> list[str]:
         profiling = getattr(run, "profiling", None)
@@ -77,7 +77,7 @@ class AppWorkload(Workload):
 
     def observe(self, run: Run, job_dir) -> None:
         run.seen["placement"] = wrapper.read_placement(job_dir, run.ranks)
-        run.seen["world"] = worldsize.judge(run.seen["guard"], worldsize.read(job_dir), run.ranks, run.launcher)
+        run.seen["world"] = worldsize.judge(run.seen["guard"], worldsize.read_worlds(job_dir), run.ranks, run.launcher)
 
     def not_started(self, run: Run, what: str, vms: list[str]) -> dict:
         return self._record(run, "failed", f"{what}; the program was not started")
@@ -165,7 +165,7 @@ def read_output(app: App, output: str, deadline: float | None = None) -> tuple[d
             problems.append(f"success pattern {spec.success!r}: {exc}")
     if spec.parser:
         try:
-            metrics.update(parsers.get(spec.parser).parse(output))
+            metrics.update(parsers.PARSERS.load(spec.parser).parse(output))
         except parsers.ParseError as exc:
             problems.append(f"parser {spec.parser}: {exc}")
     for metric in spec.metrics:

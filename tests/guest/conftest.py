@@ -98,7 +98,7 @@ def guest():
     # the guest would otherwise compile it under TCG (about 9 s of its CPU, which the tier checks nothing of)
     from vnetbench.apps import worldsize
 
-    worldsize.build(cache=shared / "cache")
+    worldsize.build_guard(cache=shared / "cache")
     from vnetbench.topologies.qemu.guests import (TCG_KERNEL_OPTIONS, TCG_QEMU_OPTIONS, UNUSED_MODULES,
                                                   cached_root_export)
 

@@ -1,4 +1,5 @@
-"""The qemu backend for real: QEMU guests (TCG here: KVM hangs on these machines, DESIGN.md) on real bridges,
+"""The qemu backend for real: QEMU guests (TCG here: KVM hangs on these machines, DESIGN.md) on real switches of
+every kind (one switch of macvlan, the guests' NICs macvtaps; two switches, a Linux bridge and an Open vSwitch),
 with every MPI flavour launching into them through the real CLI.
 
 Guests are slow to boot under TCG and each run's Python imports take seconds there (tens of seconds a run), so
@@ -100,12 +101,6 @@ def qemus(topology_id: str) -> list[int]:
 
 # interfaces are read in this network namespace (ip, /proc/net), never through sysfs: tests/harness/lanes.py
 # runs this tier in a namespace of its own, where /sys still shows the host's
-def master(link: str) -> str | None:
-    (found,) = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", link], capture_output=True, text=True,
-                                         check=True).stdout)
-    return found.get("master")
-
-
 def sent_to(link: str) -> int:
     """Bytes the host sent out of ``link`` (/proc/net/dev, this namespace's)."""
     for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
@@ -198,8 +193,9 @@ def test_refusals_start_nothing(tmp_path):
     huge.write_text(ONE.read_text().replace("memory: 512MB", "memory: 20GB"))
     kvm = tmp_path / "kvm.yaml"  # guest.accel: kvm asked by the file: the refusal names the file and field
     kvm.write_text(ONE.read_text().replace("accel: tcg", "accel: kvm"))
+    accel_line = ONE.read_text().splitlines().index("  accel: tcg") + 1
     cases = [
-        (["topology", "up", kvm], None, f"{kvm}:6: guest.accel kvm: KVM cannot run the guests here"),
+        (["topology", "up", kvm], None, f"{kvm}:{accel_line}: guest.accel kvm: KVM cannot run the guests here"),
         (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "tcg"], no_qemu,
          "--vms qemu: this host lacks qemu-system-x86_64"),
         (["run", "halo", "--topology", "2vm-1vswitch", "--vms", "qemu", "--accel", "warp"], None,
@@ -225,10 +221,9 @@ def test_the_guests_are_up_as_planned(guests):
     for path in (ONE, TWO):
         st = state_of(path)
         assert st["complete"] and st["guest"]["accel"] == "tcg"
-        bridges = {vm["name"]: vm["bridge"] for vm in st["layout"]["vms"]}
         for vm in st["layout"]["vms"]:
             seen = st["guests"][vm["name"]]
-            assert master(vm["tap"]) == bridges[vm["name"]], f"{vm['tap']} is on {master(vm['tap'])}"
+            on_its_switch(vm, st)
             threads = seen["vcpus"]
             assert len(threads) == vm["vcpus"] == 1
             for pinned in threads.values():
@@ -241,6 +236,28 @@ def test_the_guests_are_up_as_planned(guests):
             assert machines and all(m.split(",")[0] in ("q35", "accel=tcg") for m in machines), machines
             assert "q35" in machines and st["guest"]["machine"] == "q35"
         assert len({vm["tap"] for vm in st["layout"]["vms"]}) == 2
+
+
+def on_its_switch(vm: dict, st: dict) -> None:
+    """The guest's link is on its switch as the switch's kind attaches it, read from the kernel and from OVS."""
+    (sw,) = [sw for sw in st["layout"]["switches"] if sw["name"] == vm["switch"]]
+    (link,) = json.loads(subprocess.run(["ip", "-d", "-j", "link", "show", "dev", vm["tap"]], capture_output=True,
+                                        text=True, check=True).stdout)
+    kind = link.get("linkinfo", {}).get("info_kind")
+    if sw["kind"] == "bridge":
+        assert kind == "tun" and link.get("master") == sw["bridge"], link
+    elif sw["kind"] == "ovs":  # a port of vnetbench's OVS bridge, which no kernel bridge holds
+        db = st["switch_facts"][sw["name"]]["db"]
+        port_of = subprocess.run(["ovs-vsctl", *([f"--db={db}"] if db.startswith("unix:") else []), "port-to-br",
+                                  vm["tap"]], capture_output=True, text=True, check=True).stdout.strip()
+        assert kind == "tun" and port_of == sw["bridge"] and "master" not in link, (link, port_of)
+    else:  # a macvtap in bridge mode on the switch's parent, with its guest NIC's MAC, handed to QEMU open
+        parent = sw["uplink"][0] if sw.get("uplink") else sw["bridge"]
+        assert kind == "macvtap" and link["link"] == parent and link["address"] == vm["mac"], link
+        assert link["linkinfo"]["info_data"]["mode"] == "bridge", link
+        qemu = st["guests"][vm["name"]]["qemu_pid"]
+        device = f"/dev/tap{link['ifindex']}"
+        assert any(os.path.realpath(fd) == device for fd in Path(f"/proc/{qemu}/fd").iterdir()), device
 
 
 def placed_where_recorded(vm: dict, seen: dict) -> None:
@@ -305,7 +322,7 @@ def test_openmpi4_pingpong_across_two_switches_is_shaped(guests):
     if not one:
         pytest.skip("no one-switch pingpong ran to compare with")
     unshaped = max(r["metrics"]["sizes"][-1]["bandwidth_mbps"] for r in one)
-    assert unshaped > 2 * RATE_MBPS, "one bridge must carry more than the uplink, or the check above shows nothing"
+    assert unshaped > 2 * RATE_MBPS, "one switch must carry more than the uplink, or the check above shows nothing"
 
 
 def test_mpich_allreduce_across_two_switches(guests):
@@ -321,7 +338,7 @@ def test_report_shows_no_overhead_for_tcg_runs(guests):
     cli("run", "allreduce", "--topology", "native", "--ranks", "2", "--mpi", FLAVOURS["mpich"], "--store",
         guests["store"], *ALLREDUCE, check=True)
     text = cli("report", "--store", guests["store"], check=True).stdout
-    assert "overhead N/A for gq-two x2: emulated CPU: not a hypervisor's timing" in text, text
+    assert "overhead N/A for gq-two (ovs netdev) x2: emulated CPU: not a hypervisor's timing" in text, text
 
 
 # ---- faults --------------------------------------------------------------------------------------

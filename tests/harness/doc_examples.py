@@ -113,7 +113,7 @@ def parse(argv: list[str]) -> None:
     Raises SystemExit (argparse) or vnetbench's UsageError."""
     from vnetbench import cli
 
-    parser = cli.build_parser(cli.chosen(argv) or "")
+    parser = cli.build_parser(cli.command_of(argv) or "")
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -37,14 +37,14 @@ def test_every_declared_metric_is_a_number_in_the_record(ran):
         assert record["status"] == "ok", record["validation"]
         declared = kernel.metrics(record["metrics"])
         assert declared, "the kernel declares no metric for its own record"
-        missing = [f"{metric.name}={raw!r}" for metric, raw in declared if metrics.number(raw) is None]
+        missing = [f"{metric.name}={raw!r}" for metric, raw in declared if metrics.finite(raw) is None]
         assert not missing, f"declared but not numbers: {missing}"
         names = [metric.name for metric, _ in declared]
         assert len(set(names)) == len(names), "metric names repeat"
         assert kernel.table(names), "no table metric among the declared ones"
         assert set(kernel.table(names)) <= set(names)
         headline = kernel.headline(record["metrics"])
-        assert headline and all(metrics.number(value) is not None for _, value in headline), headline
+        assert headline and all(metrics.finite(value) is not None for _, value in headline), headline
 
 
 def test_report_shows_it_in_every_format(ran):

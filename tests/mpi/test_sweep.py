@@ -126,7 +126,7 @@ def test_bad_input_exits_2_before_anything_starts(store, args, message):
 
 @pytest.mark.timeout(600)
 def test_default_sweep_runs_end_to_end_at_tiny_sizes(store):
-    study = studies.quick(usable_cpus())
+    study = studies.get("quick", usable_cpus())
     tiny = {"halo": ["--steps", "5", "--global", "12,12,12"],
             "md": ["--steps", "5", "--cells", "8"]}.get(study.kernel, TINY_ALLREDUCE)
     # the study's topologies, rank counts and kernel, once each (--repeat's own runs are the tests' above)

@@ -40,7 +40,7 @@ def test_hello_on_two_hosts(flavour, hello_of, hosts):
     from vnetbench.core.records import new_run_id
 
     hello = hello_of(flavour)
-    launcher = mpiselect.find("openmpi") if flavour == "openmpi5" else flavours.detect(LAUNCHERS[flavour])
+    launcher = mpiselect.find_launcher("openmpi") if flavour == "openmpi5" else flavours.detect(LAUNCHERS[flavour])
     assert launcher.name == flavour
     inventory = hosts.write_inventory(hosts.dir / f"inventory-{flavour}.yml", {"compute": ["h0", "h1"]},
                                       all_vars={"vnetbench_venv": sys.prefix})

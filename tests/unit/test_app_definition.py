@@ -32,7 +32,7 @@ def write(tmp_path, text, name="app.yaml"):
 
 def test_the_issues_example_loads_and_resolves_paths_beside_it(tmp_path):
     (tmp_path / "in.lj").write_text("run 1\n")
-    app = apps.load(write(tmp_path, GOOD))
+    app = apps.load_app(write(tmp_path, GOOD))
     assert app.name == "lammps-lj" and app.spec.timeout == 600 and app.spec.env == {"OMP_NUM_THREADS": "1"}
     assert app.argv()[1:] == ["-in", str(tmp_path / "in.lj"), "-var", "c", "40"]
     assert app.declaration()["parser"] == "lammps"
@@ -59,21 +59,21 @@ def test_the_issues_example_loads_and_resolves_paths_beside_it(tmp_path):
 def test_bad_definitions_name_file_line_and_field(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(SpecError) as caught:
-        apps.load(path)
+        apps.load_app(path)
     assert message in str(caught.value).replace(str(path), "app.yaml")
     assert caught.value.exit_code == 2
 
 
 def test_missing_file_is_bad_input(tmp_path):
     with pytest.raises(UsageError, match="--app .*nothing.yaml: it does not exist"):
-        apps.load(tmp_path / "nothing.yaml")
+        apps.load_app(tmp_path / "nothing.yaml")
 
 
 def test_missing_program_and_unreadable_input_are_bad_input(tmp_path):
-    app = apps.load(write(tmp_path, GOOD.replace("[lmp,", "[no-such-program-vnb,")))
+    app = apps.load_app(write(tmp_path, GOOD.replace("[lmp,", "[no-such-program-vnb,")))
     with pytest.raises(UsageError, match="command\\[0\\]: program 'no-such-program-vnb' not found on PATH"):
         app.check_startable()
-    app = apps.load(write(tmp_path, "name: script\ncommand: [./missing-input.sh]\n"))
+    app = apps.load_app(write(tmp_path, "name: script\ncommand: [./missing-input.sh]\n"))
     with pytest.raises(UsageError, match="command\\[0\\]: program './missing-input.sh' not found"):
         app.check_startable()
     # an input beside the YAML that exists but cannot be opened (a socket: ENXIO, even for root)
@@ -85,7 +85,7 @@ def test_missing_program_and_unreadable_input_are_bad_input(tmp_path):
             listening.bind("in.lj")
         finally:
             os.chdir(cwd)
-        app = apps.load(write(tmp_path, GOOD.replace("in.lj", "inputs/in.lj")))
+        app = apps.load_app(write(tmp_path, GOOD.replace("in.lj", "inputs/in.lj")))
         with pytest.raises(UsageError, match="command\\[2\\]: 'inputs/in.lj': cannot read: No such device"):
             app.check_startable()
 
@@ -97,7 +97,7 @@ def test_only_arguments_naming_something_beside_the_yaml_are_resolved_and_checke
     (tmp_path / "inputs" / "data.lj").write_text("run 1\n")
     (tmp_path / "script.sh").write_text("#!/bin/sh\n")
     (tmp_path / "script.sh").chmod(0o755)
-    app = apps.load(write(tmp_path, """\
+    app = apps.load_app(write(tmp_path, """\
         name: outputs
         command: [./script.sh, -log, logs/run.log, -in, inputs/data.lj, /nonexistent-vnb/out.txt, out/,
                   "echo 1 > /tmp/x/out.txt", inputs]
@@ -109,7 +109,7 @@ def test_only_arguments_naming_something_beside_the_yaml_are_resolved_and_checke
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").symlink_to(tmp_path / "script.sh")
     assert apps.adhoc([str(tmp_path / "bin" / "python")]).program() == str(tmp_path / "bin" / "python")
-    assert apps.load(write(tmp_path, "name: py\ncommand: [bin/../bin/python]\n")).program() == \
+    assert apps.load_app(write(tmp_path, "name: py\ncommand: [bin/../bin/python]\n")).program() == \
         str(tmp_path / "bin" / "python")
     # exec --record's definition: the shell line that plain exec runs is not refused
     shell = apps.adhoc(["sh", "-c", "echo 1 > /tmp/x/out.txt"])
@@ -128,13 +128,13 @@ OUTPUT = "step 1\nLoop time of 2.5 on 2 procs\nLoop time of 3.5 on 2 procs\nTota
 
 
 def test_regex_metrics_take_the_last_match_by_default_or_the_first(tmp_path):
-    app = apps.load(write(tmp_path, GOOD.replace("parser: lammps\n", "").replace(
+    app = apps.load_app(write(tmp_path, GOOD.replace("parser: lammps\n", "").replace(
         "better: lower}", "better: lower}\n  - {name: first_loop, regex: 'Loop time of (\\S+)', match: first}")))
     assert read_output(app, OUTPUT) == ({"loop_time": 3.5, "first_loop": 2.5}, [])
 
 
 def test_missing_success_pattern_declared_metric_and_parsed_table_are_problems(tmp_path):
-    app = apps.load(write(tmp_path, GOOD))
+    app = apps.load_app(write(tmp_path, GOOD))
     metrics, problems = read_output(app, "nothing useful\n")
     assert metrics == {}
     assert problems == ["success pattern 'Total wall time' not found in the output",
@@ -144,7 +144,7 @@ def test_missing_success_pattern_declared_metric_and_parsed_table_are_problems(t
 
 
 def test_an_apps_workload_fills_the_kernel_contract_from_its_declaration(tmp_path):
-    app = apps.load(write(tmp_path, GOOD))
+    app = apps.load_app(write(tmp_path, GOOD))
     workload = AppContract(app.name, app.declaration())
     m = {"elapsed_s": 1.5, "loop_time": 1.2, "loop_time_s": 1.2, "atoms": 32000}
     declared = {metric.name: (metric.unit, metric.better, value) for metric, value in workload.metrics(m)}
@@ -160,7 +160,7 @@ HOSTILE = sorted(p for p in (Path(__file__).parent.parent / "data" / "hostile").
 @pytest.mark.parametrize("path", HOSTILE, ids=[p.name for p in HOSTILE])
 def test_the_hostile_corpus_is_refused_as_a_definition_in_one_printable_line(path):
     with pytest.raises(UsageError) as caught:
-        apps.load(path)
+        apps.load_app(path)
     message = str(caught.value)
     assert "\n" not in message and message.isprintable() and str(path) in message
 
@@ -169,4 +169,4 @@ def test_a_misspelt_required_field_is_one_problem_not_two(tmp_path):
     path = write(tmp_path, GOOD.replace("command:", "comand:"))
     with pytest.raises(SpecError, match=r"app.yaml:2: comand: unknown field \(did you mean 'command'\?\); "
                                         r"allowed: [a-z, ]+$"):
-        apps.load(path)
+        apps.load_app(path)

@@ -19,7 +19,7 @@ def names(module, m) -> list[str]:
 
 
 def test_every_parser_is_registered_by_name():
-    assert {name: parsers.get(name) for name in parsers.PARSERS} == {"osu": osu, "imb": imb, "lammps": lammps}
+    assert {name: parsers.PARSERS.load(name) for name in parsers.PARSERS} == {"osu": osu, "imb": imb, "lammps": lammps}
 
 
 def test_osu_latency_rows_take_the_pingpong_kernels_shape():
@@ -135,7 +135,7 @@ def test_the_analysis_reads_an_osu_record_as_it_reads_the_pingpong_kernels():
     record = {"kernel": "osu-latency", "metrics": m, "app": {"parser": "osu", "metrics": []}}
     assert analysis.values(record)["latency_us@8B"] == 1.01 and analysis.values(record)["elapsed_s"] == 1.25
     assert analysis.series(record, "latency_us")[:2] == [(1, 0.40), (2, 0.39)]
-    assert analysis.size_rows(record)[0] == {"bytes": 1, "latency (us)": 0.40}
+    assert analysis.size_rows_of(record)[0] == {"bytes": 1, "latency (us)": 0.40}
     # table and breakdown get only the name: the application is known from its records by then
     assert analysis.table_metrics("osu-latency", list(analysis.values(record))) == [
         "elapsed_s", "latency_us@1B", "latency_us@65536B"]

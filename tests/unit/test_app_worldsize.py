@@ -66,7 +66,7 @@ def test_a_program_that_never_calls_mpi_init_is_not_observed_and_not_failed():
 
 
 def test_without_a_compiler_the_guard_is_not_available_and_the_run_goes_on(tmp_path):
-    guard = worldsize.build(cc="no-such-cc-vnb", cache=tmp_path / "state" / ".cache")
+    guard = worldsize.build_guard(cc="no-such-cc-vnb", cache=tmp_path / "state" / ".cache")
     assert guard.path is None and guard.reason == "no C compiler (no-such-cc-vnb) on PATH to build the world-size guard"
     verdict = worldsize.judge(guard, [], 2, Launcher())
     assert verdict.problem is None
@@ -83,8 +83,8 @@ def test_read_takes_the_files_it_can_read(tmp_path):
     (folder / "vm-3.json.tmp").write_text(json.dumps(seen(2, 1)))  # not yet renamed
     (folder / "vm-4.json").write_text('["not", "an", "object"]')
     os.mkfifo(folder / "vm-5.json")  # a name the program chose: refused, never waited on
-    assert worldsize.read(tmp_path) == [seen(2, 0)]
-    assert worldsize.read(tmp_path / "nothing") == []
+    assert worldsize.read_worlds(tmp_path) == [seen(2, 0)]
+    assert worldsize.read_worlds(tmp_path / "nothing") == []
 
 
 def test_the_wrapper_appends_the_shim_to_ld_preload_and_names_the_folder(tmp_path, monkeypatch):

@@ -28,6 +28,10 @@ from conftest import vnetbench
      "--profile: /sbin/ldconfig is linked statically: nothing can be preloaded into it"),
     (["run", "allreduce", "--topology", "2vm-1vswitch", "--vms", "qemu", "--guest-kernel", "/dev/zero"],
      "--guest-kernel: /dev/zero: a character device, not a regular file"),
+    # the options naming hosts come from the backends' registry lines, --group qualifying --inventory
+    (["hosts", "check", "--hostfile", "/etc/hostname", "--group", "workers"], "--group: only with --inventory"),
+    (["hosts", "facts", "--slurm", "debug"], "one of the arguments --topology --hostfile --inventory is required"),
+    (["run", "allreduce", "--group", "workers"], "--group: not an option of kernel allreduce"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, args, phrase):
     if "--store" not in args and args[0] == "run":

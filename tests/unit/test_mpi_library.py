@@ -34,13 +34,13 @@ def selected(family="openmpi", product="Open MPI", version="4.1.4", path="/usr/l
 
 
 def test_the_named_library_passes_and_is_recorded_as_loaded():
-    seen, problem = mpilib.check(selected(), OPEN_MPI_4, ["/usr/lib/libmpi.so.40.30.4"], "/usr/bin/mpirun.openmpi")
+    seen, problem = mpilib.check_loaded(selected(), OPEN_MPI_4, ["/usr/lib/libmpi.so.40.30.4"], "/usr/bin/mpirun.openmpi")
     assert problem is None
     assert seen == {**selected(), "path": "/usr/lib/libmpi.so.40.30.4"}
 
 
 def test_another_version_of_the_named_product_fails_naming_both():
-    seen, problem = mpilib.check(selected(), OPEN_MPI_5, ["/v/lib/libmpi.so.40"], "/usr/bin/mpirun.openmpi")
+    seen, problem = mpilib.check_loaded(selected(), OPEN_MPI_5, ["/v/lib/libmpi.so.40"], "/usr/bin/mpirun.openmpi")
     assert problem == ("MPI library: the ranks loaded Open MPI 5.0.11 (/v/lib/libmpi.so.40) but --mpi named "
                        "Open MPI 4.1.4 (/usr/bin/mpirun.openmpi, library from prefix /usr)")
     assert seen["version"] == "5.0.11" and seen["path"] == "/v/lib/libmpi.so.40"
@@ -48,11 +48,11 @@ def test_another_version_of_the_named_product_fails_naming_both():
 
 def test_another_family_fails_and_a_derivative_of_the_named_family_does_not():
     hydra = selected("mpich", "MPICH", "3.4", "/opt/mvapich2/lib/libmpi.so.12.1.1")
-    _, problem = mpilib.check(hydra, OPEN_MPI_4, ["/usr/lib/libmpi.so.40.30.4"], "/opt/mvapich2/bin/mpiexec")
+    _, problem = mpilib.check_loaded(hydra, OPEN_MPI_4, ["/usr/lib/libmpi.so.40.30.4"], "/opt/mvapich2/bin/mpiexec")
     assert problem.startswith("MPI library: the ranks loaded Open MPI 4.1.4 (/usr/lib/libmpi.so.40.30.4) but "
                               "--mpi named MPICH 3.4 (/opt/mvapich2/bin/mpiexec")
     # MVAPICH's Hydra reports an MPICH version, its library its own: the same family, another product
-    seen, problem = mpilib.check(hydra, MVAPICH, ["/opt/mvapich2/lib/libmpi.so.12.1.1"], "/opt/mvapich2/bin/mpiexec")
+    seen, problem = mpilib.check_loaded(hydra, MVAPICH, ["/opt/mvapich2/lib/libmpi.so.12.1.1"], "/opt/mvapich2/bin/mpiexec")
     assert problem is None and seen["product"] == "MVAPICH2"
 
 
@@ -77,7 +77,7 @@ def test_the_library_is_found_in_the_launchers_own_installation_first(tmp_path):
     (tmp_path / "links" / "bin" / "mpirun").symlink_to(launcher)
     installation(tmp_path / "links", launcher="bin/other", files=("libmpi.so.40.0.0",),
                  links=(("libmpi.so.40", "libmpi.so.40.0.0"),))
-    found = mpilib.find("openmpi", str(tmp_path / "links" / "bin" / "mpirun"))
+    found = mpilib.find_library("openmpi", str(tmp_path / "links" / "bin" / "mpirun"))
     assert found.path == str(tmp_path / "site" / "lib" / MULTIARCH / "libmpi.so.40.30.4")
     assert (found.soname, found.found_by) == ("libmpi.so.40", f"prefix {tmp_path / 'site'}")
 
@@ -85,16 +85,16 @@ def test_the_library_is_found_in_the_launchers_own_installation_first(tmp_path):
 def test_mpich_under_its_own_name_and_a_development_link_count(tmp_path):
     launcher = installation(tmp_path / "mpich", "bin/mpiexec.hydra", "lib", ("libmpich.so.12.2.2",),
                             (("libmpich.so.12", "libmpich.so.12.2.2"),))
-    found = mpilib.find("mpich", launcher)
+    found = mpilib.find_library("mpich", launcher)
     assert (found.soname, os.path.basename(found.path)) == ("libmpich.so.12", "libmpich.so.12.2.2")
     launcher = installation(tmp_path / "dev", "bin/mpiexec", "lib64", ("libmpi.so.12.1.1",),
                             (("libmpi.so", "libmpi.so.12.1.1"),))
-    found = mpilib.find("mpich", launcher)
+    found = mpilib.find_library("mpich", launcher)
     assert (found.soname, os.path.basename(found.path)) == ("libmpi.so.12", "libmpi.so.12.1.1")
     # a link named as the wheel needs does not rename the library: the loader knows it by its own soname
     launcher = installation(tmp_path / "renamed", "bin/mpiexec", "lib", (),
                             (("libmpi.so.12", str(tmp_path / "mpich" / "lib" / "libmpich.so.12.2.2")),))
-    found = mpilib.find("mpich", launcher)
+    found = mpilib.find_library("mpich", launcher)
     assert (found.soname, found.path) == ("libmpich.so.12", str(tmp_path / "mpich" / "lib" / "libmpich.so.12.2.2"))
 
 
@@ -106,7 +106,7 @@ def test_a_compiler_wrapper_says_where_its_library_is(tmp_path):
     wrapper = tmp_path / "bin-only" / "bin" / "mpicc.mpich"
     wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = -show ] && echo gcc -I/x -L{libdir} -lmpich\n")
     wrapper.chmod(0o755)
-    found = mpilib.find("mpich", launcher)
+    found = mpilib.find_library("mpich", launcher)
     assert found.path == str(libdir / "libmpich.so.12.2.2") and found.found_by == f"compiler wrapper {wrapper}"
 
 
@@ -115,7 +115,7 @@ def test_nowhere_to_be_found_says_where_it_looked(tmp_path, monkeypatch):
     launcher = installation(tmp_path / "empty", "bin/mpiexec", "lib", (), ())
     with pytest.raises(mpilib.NotFound, match=r"no libmpi.so.12 or libmpich.so.12 for .*/empty/bin/mpiexec "
                                               r"\(looked in .*/empty/lib\*, no compiler wrapper beside it, ldconfig -p\)"):
-        mpilib.find("mpich", launcher)
+        mpilib.find_library("mpich", launcher)
 
 
 def test_the_wheel_module_s_soname_is_selected_by_path(tmp_path):
@@ -134,12 +134,12 @@ def test_a_renamed_library_gets_a_private_link_first_on_the_launchers_path(tmp_p
     real = tmp_path / "libmpich.so.12.2.2"
     real.write_bytes(b"\x7fELF")
     library = mpilib.Library(str(real), "mpich", "libmpich.so.12", "prefix /usr")
-    env = mpilib.launcher_env(library, {"LD_LIBRARY_PATH": "/a:/b"})
+    env = mpilib.library_env(library, {"LD_LIBRARY_PATH": "/a:/b"})
     folder = env["LD_LIBRARY_PATH"].split(":")[0]
     assert env["LD_LIBRARY_PATH"] == f"{folder}:/a:/b" and folder.startswith(str(tmp_path / "state" / ".cache"))
     assert os.readlink(os.path.join(folder, "libmpi.so.12")) == str(real)
     assert mpilib.link_dir(str(real), "libmpi.so.12") == folder  # made once, kept
-    assert mpilib.launcher_env(mpilib.Library("/x/libmpi.so.40", "openmpi", "libmpi.so.40", "ldconfig")) == {}
+    assert mpilib.library_env(mpilib.Library("/x/libmpi.so.40", "openmpi", "libmpi.so.40", "ldconfig")) == {}
 
 
 def test_the_rank_reads_what_mpi_named_from_its_context():
@@ -161,7 +161,7 @@ def test_an_mpi4py_built_from_source_keeps_its_one_mpi(monkeypatch):
                  "mpich": flavours.Mpich("/site/bin/mpiexec.hydra", "4.1.2")}
     monkeypatch.setattr(mpilib, "wheel_abis", set)
     monkeypatch.setattr(mpiselect, "mpi4py_linkage", lambda: linkage.Linkage("mpich", "libmpi.so.12", "/site/lib"))
-    monkeypatch.setattr(mpiselect, "find", lambda family, library=None: launchers[family])
+    monkeypatch.setattr(mpiselect, "find_launcher", lambda family, library=None: launchers[family])
     monkeypatch.delenv("VNETBENCH_MPI", raising=False)
     launcher, needs = mpiselect.choose("auto")
     assert launcher is launchers["mpich"] and launcher.library is None and "library" not in launcher.describe()

@@ -132,12 +132,12 @@ def test_a_pattern_no_bound_holds_is_refused_at_load_naming_it(tmp_path):
     path = _app(tmp_path, "name: x\ncommand: [sh]\nmetrics:\n  - {name: fast, regex: '(a+)+$'}\n"
                           "  - {name: pairs, regex: '^(a|aa)+\\1$'}\n")
     with pytest.raises(SpecError) as caught:
-        apps.load(path)
+        apps.load_app(path)
     assert str(caught.value).startswith(f"{path}:5: metrics[1].regex: metric 'pairs' has a backreference, which "
                                         "RE2 cannot run in linear time")
     assert caught.value.exit_code == 2 and "timeout: SECONDS" in str(caught.value)
     path = _app(tmp_path, "name: x\ncommand: [sh]\nsuccess: '(?<=done) ok'\n")
     with pytest.raises(SpecError, match=r"app.yaml:3: success: the success pattern has a lookahead or lookbehind"):
-        apps.load(path)
+        apps.load_app(path)
     # with a timeout the same patterns load: the deadline bounds them
-    apps.load(_app(tmp_path, "name: x\ncommand: [sh]\ntimeout: 5\nsuccess: '(?<=done) ok'\n"))
+    apps.load_app(_app(tmp_path, "name: x\ncommand: [sh]\ntimeout: 5\nsuccess: '(?<=done) ok'\n"))

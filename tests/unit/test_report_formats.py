@@ -18,7 +18,7 @@ WRITTEN = {"run": [], "report": ["--plot", "--html"], "compare": ["--junit"]}
 
 @pytest.mark.parametrize("name", list(formats.FORMATS))
 def test_every_format_module_says_what_it_applies_to_and_renders_it(name):
-    module = formats.get(name)
+    module = formats.FORMATS.load(name)
     assert module.__doc__ and set(module.APPLIES) <= set(formats.KINDS) and module.APPLIES
     if hasattr(module, "OPTION"):
         assert module.OPTION == f"--{name}" and module.METAVAR and module.HELP
@@ -51,7 +51,7 @@ def test_an_unknown_format_is_bad_input():
     from vnetbench.core.errors import UsageError
 
     with pytest.raises(UsageError, match="--format: unknown format 'yaml'; choose from table, markdown"):
-        formats.get("yaml")
+        formats.FORMATS.load("yaml")
 
 
 def test_every_printed_format_renders_a_document():

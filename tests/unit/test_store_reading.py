@@ -76,7 +76,7 @@ def test_malformed_metrics_yield_fewer_numbers_never_errors(record, tmp_path):
     tables = study.build([record])
     for fmt in ("table", "markdown", "csv", "json"):
         report.render_study(tables, fmt, baseline="native")
-    compare.render(compare.compare([record], [record]), "markdown")
+    compare.render_comparison(compare.compare([record], [record]), "markdown")
     store = tmp_path / "odd.jsonl"
     craft.write(store, [record])
     vnetbench("report", "--store", store, "--plot", tmp_path / "p.png", "--html", tmp_path / "p.html", check=0)

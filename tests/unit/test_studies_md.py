@@ -8,7 +8,7 @@ from vnetbench.engine import studies
 
 @pytest.mark.parametrize("cpus", [1, 2, 4, 8, 16, 64])
 def test_namd_runs_md_at_stmv_size_within_the_budget(cpus):
-    study = studies.namd(cpus)
+    study = studies.get("namd", cpus)
     assert study.kernel == "md" and study.topologies == studies.SIX and study.repeat == 3
     params = kernels.parse_params("md", study.kernel_argv)
     assert params["system"] == "stmv"
@@ -27,7 +27,7 @@ def test_namd_runs_md_at_stmv_size_within_the_budget(cpus):
 
 
 def test_namd_on_two_cpus_leaves_out_what_cannot_be_compared():
-    study = studies.namd(2)
+    study = studies.get("namd", 2)
     assert study.ranks == [2]
     assert "4-VM configurations" in " ".join(study.notes)
     # 1vm runs count double: 2 ranks on its one vCPU take twice as long
@@ -35,7 +35,7 @@ def test_namd_on_two_cpus_leaves_out_what_cannot_be_compared():
 
 
 def test_quick_runs_a_small_md_system():
-    study = studies.quick(2)
+    study = studies.get("quick", 2)
     assert study.kernel == "md"
     params = kernels.parse_params("md", study.kernel_argv)
     assert params["cells"] == (20, 20, 20) and params["steps"] == 100

@@ -147,7 +147,7 @@ def test_a_file_that_is_no_request_is_refused_in_one_line(tmp_path):
     path = tmp_path / "request.json"
     path.write_text('{"workload": {"kind": "kernel"}}')
     with pytest.raises(UsageError, match=r"request.json: not a batch job's request \(KeyError\('ranks'\)\)"):
-        batchjob.read(str(path))
+        batchjob.read_request(str(path))
 
 
 def test_run_on_a_batch_backend_hands_the_request_to_its_batch(toy_batch, tmp_path):

@@ -85,12 +85,12 @@ def test_each_kind_puts_a_vm_on_its_switch_its_own_way():
     lay = plan.layout(topology("macvlan"), TWO_CPUS, SUBNET)
     i, vm = lay.id, lay.vms[0]
     # macvlan: the VM's eth0 is made in its namespace, on the uplink's switch-side end (its way out)
-    assert fabric.link_lines(lay.fabric, [(vm.switch, vm.veth, vm.netns)]) == [
+    assert fabric.link_lines(lay.fabric, [(vm.switch, vm.veth, vm.netns, None)]) == [
         f"link add eth0 link vnb{i}u0a netns {vm.netns} type macvlan mode bridge"]
     lay = plan.layout(topology("ovs"), TWO_CPUS, SUBNET)
     vm = lay.vms[0]
     # ovs: a veth whose host end becomes an OVS port (ovs-vsctl, after the batch), on no Linux bridge
-    assert fabric.link_lines(lay.fabric, [(vm.switch, vm.veth, vm.netns)]) == [
+    assert fabric.link_lines(lay.fabric, [(vm.switch, vm.veth, vm.netns, None)]) == [
         f"link add {vm.veth} type veth peer name eth0 netns {vm.netns}", f"link set dev {vm.veth} up"]
     assert not any("type bridge" in line and f"s0" in line for line in fabric.create_lines(lay.fabric))
 

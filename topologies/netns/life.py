@@ -47,7 +47,7 @@ def create(st: dict) -> None:
     lay = plan.Layout.from_dict(st["layout"])
     fab = lay.fabric
     st["switch_facts"] = fabric.create(fab, before=[f"netns add {vm.netns}" for vm in lay.vms],
-                                       links=[(vm.switch, vm.veth, vm.netns) for vm in lay.vms])
+                                       links=[(vm.switch, vm.veth, vm.netns, None) for vm in lay.vms])
     for vm in lay.vms:
         linux.ip_batch(["link set dev lo up", f"addr add {vm.address}/{fab.prefixlen} dev eth0",
                         "link set dev eth0 up"], netns=vm.netns)

@@ -88,7 +88,9 @@ def lines(topology, host=None) -> list[str]:
         command = guests.launch_command(lay, vm, guest)
         virtme = command[len(plan.numactl(lay, vm)):]
         out += [f"# {vm.name}: started on cpus {format_cpulist(vm.cpus)} (its launcher's affinity), environment "
-                f"TMPDIR={own['tmp']} {guests.MARK}={guests.marker(lay.id, vm.name)}",
+                f"TMPDIR={own['tmp']} {guests.MARK}={guests.marker(lay.id, vm.name)}"
+                + (f"; its macvtap {vm.tap}'s device (/dev/tap and its ifindex) open as FD, inherited by QEMU"
+                   if lay.switch(vm.switch).driver.tap_is_device else ""),
                 shlex.join(command),
                 f"# {vm.name}'s QEMU, as virtme-run builds it:",
                 qemu_argv(virtme),

@@ -64,13 +64,29 @@ def cached_root_export(tag: str) -> list[str]:
             "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag}"]
 
 
-def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
-    """virtme-run's options for ``vm`` (``guest``: the state's guest facts: kernel, accel, vhost, rootfs)."""
+def tap_device(tap: str) -> str:
+    """The character device of macvtap ``tap`` (/dev/tapIFINDEX), which its guest's QEMU is handed open. The index
+    is this network namespace's (not sysfs's, which may show another's)."""
+    return f"/dev/tap{socket.if_nametoindex(tap)}"
+
+
+def netdev(vm: GuestPlan, switch, guest: dict, fd: int | None = None) -> str:
+    """QEMU's ``-netdev`` of ``vm``'s link: a tap QEMU attaches to by name, or (a switch whose driver's links are
+    devices: macvtap) the device open as ``fd`` in QEMU (None: not opened yet, as ``--dry-run`` shows it)."""
+    if switch.driver.tap_is_device:
+        attach = f"tap,id=n0,fd={fd if fd is not None else 'FD'}"
+    else:
+        attach = f"tap,id=n0,ifname={vm.tap},script=no,downscript=no"
+    return attach + (",vhost=on" if guest["vhost"] else "")
+
+
+def options(lay: Layout, vm: GuestPlan, guest: dict, fd: int | None = None) -> list[str]:
+    """virtme-run's options for ``vm`` (``guest``: the state's guest facts: kernel, accel, vhost, rootfs; ``fd``: its
+    link's device open in the launcher, for a switch whose links are devices)."""
     from .sshd import folders, numba_cache
 
     shared = str(folders(lay.id)[0])
     own = files(lay.id, vm.name)
-    netdev = f"tap,id=n0,ifname={vm.tap},script=no,downscript=no" + (",vhost=on" if guest["vhost"] else "")
     switch = lay.switch(vm.switch)
     command = ["/bin/sh", str(GUEST_SCRIPT), vm.mac, f"{vm.address}/{lay.prefixlen}", shared]
     if guest["rootfs"] == "9p":
@@ -85,7 +101,7 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
         args += ["--overlay-rwdir", place]
     args += [f"--rodir={shared}", f"--rwdir={numba_cache()}", "--script-sh", shlex.join(command),
              # --qemu-opts takes the rest: it comes last
-             "--qemu-opts", "-netdev", netdev, "-device",
+             "--qemu-opts", "-netdev", netdev(vm, switch, guest, fd), "-device",
              f"virtio-net-pci,netdev=n0,mac={vm.mac}{switch.driver.nic_options(switch)}",
              "-qmp", f"unix:{own['qmp']},server=on,wait=off", "-pidfile", own["pidfile"]]
     if guest["rootfs"] == "9p":
@@ -99,9 +115,9 @@ def options(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
     return args
 
 
-def launch_command(lay: Layout, vm: GuestPlan, guest: dict) -> list[str]:
+def launch_command(lay: Layout, vm: GuestPlan, guest: dict, fd: int | None = None) -> list[str]:
     """The whole command that starts ``vm``'s guest: numactl where the host has several NUMA nodes, virtme-run."""
-    return [*numactl(lay, vm), machine.virtme_run() or "virtme-run", *options(lay, vm, guest)]
+    return [*numactl(lay, vm), machine.virtme_run() or "virtme-run", *options(lay, vm, guest, fd)]
 
 
 def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
@@ -112,12 +128,20 @@ def start(lay: Layout, guest: dict) -> dict[str, subprocess.Popen]:
         Path(own["tmp"]).mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "TMPDIR": own["tmp"], MARK: marker(lay.id, vm.name)}
         cpus = set(vm.cpus)
-        command = launch_command(lay, vm, guest)
-        with open(own["console"], "wb") as console:
-            # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP answers
-            proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=console,
-                                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                    preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        # a macvtap's device, open here and inherited through virtme-run (which execs QEMU) as QEMU's fd
+        fd = os.open(tap_device(vm.tap), os.O_RDWR) if lay.switch(vm.switch).driver.tap_is_device else None
+        try:
+            command = launch_command(lay, vm, guest, fd)
+            with open(own["console"], "wb") as console:
+                # QEMU and its threads start on the VM's cpus; each vCPU thread is pinned to one of them once QMP
+                # answers
+                proc = subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=console,
+                                        stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                        pass_fds=() if fd is None else (fd,),
+                                        preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        finally:
+            if fd is not None:
+                os.close(fd)
         started[vm.name] = proc
     return started
 

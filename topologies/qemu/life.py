@@ -73,7 +73,7 @@ def create(st: dict) -> None:
     the guests, all booting at once; ``st["guests"]`` what each said once its sshd answers."""
     lay = plan.Layout.from_dict(st["layout"])
     sshd.make(lay.id, [vm.address for vm in lay.vms])
-    st["switch_facts"] = fabric.create(lay.fabric, links=[(vm.switch, vm.tap, None) for vm in lay.vms])
+    st["switch_facts"] = fabric.create(lay.fabric, links=[(vm.switch, vm.tap, None, vm.mac) for vm in lay.vms])
     linux.tc_batch(fabric.shaping(lay.fabric))
     if st.get("owner"):  # a run's guests end with it, even when it is killed with SIGKILL
         watchdog.start(lay.id, st["owner"])

@@ -120,7 +120,7 @@ def files(topology_id: str, vm: str) -> dict[str, str]:
 
 def tap_lines(lay: Layout) -> list[str]:
     """ip lines that make each VM's tap and put it on its switch (its kind's driver says how: fabric.link_lines)."""
-    return fabric.link_lines(lay.fabric, [(vm.switch, vm.tap, None) for vm in lay.vms])
+    return fabric.link_lines(lay.fabric, [(vm.switch, vm.tap, None, vm.mac) for vm in lay.vms])
 
 
 # ---- ranks ------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ class Driver:
     # can a QEMU guest's link (``tap_lines``) be put on it, and if not why
     takes_guests = True
     takes_guests_not = ""
+    # is a guest's link a character device (/dev/tapIFINDEX) its QEMU is handed open (``-netdev tap,fd=N``), not a
+    # tun/tap interface QEMU attaches to by name (``ifname=``)?
+    tap_is_device = False
 
     @classmethod
     def require(cls, topology, index: int) -> None:
@@ -106,8 +109,8 @@ class Driver:
         raise NotImplementedError
 
     @classmethod
-    def tap_lines(cls, sw, tap: str) -> list[str]:
-        """ip lines making a QEMU guest's tap ``tap`` and putting it on this switch."""
+    def tap_lines(cls, sw, tap: str, mac: str) -> list[str]:
+        """ip lines making a QEMU guest's tap ``tap`` and putting it on this switch (``mac``: the guest NIC's)."""
         raise NotImplementedError
 
     @classmethod

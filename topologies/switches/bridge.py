@@ -29,7 +29,7 @@ class Bridge(Driver):
         return [f"link add {link} type veth peer name eth0 netns {netns}", f"link set dev {link} master {sw.bridge} up"]
 
     @classmethod
-    def tap_lines(cls, sw, tap):
+    def tap_lines(cls, sw, tap, mac):
         return [f"tuntap add dev {tap} mode tap", f"link set dev {tap} master {sw.bridge} up"]
 
     @classmethod

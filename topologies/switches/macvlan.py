@@ -4,8 +4,9 @@ with no learning bridge: the kernel hands a frame to the device whose MAC it is 
 The parent is a veth ``vnbIDs<n>`` (its peer ``vnbIDs<n>x`` up and unused: carrier, and a kernel without the
 dummy driver) for a switch without an uplink, else the uplink's switch-side veth end, so that what is for no VM
 of the switch leaves through the uplink (its tbf shapes it: a macvlan sends through its parent's qdisc). A
-namespace's ``eth0`` is made as a macvlan inside it; a QEMU guest's link would be a macvtap (``tap_lines``),
-whose character device the guest's QEMU would have to open: the qemu backend does not take this kind yet.
+namespace's ``eth0`` is made as a macvlan inside it; a QEMU guest's link is a macvtap (``tap_lines``) with the
+guest NIC's MAC (a macvtap in bridge mode takes the frames addressed to its own MAC), whose character device
+/dev/tapIFINDEX the qemu backend opens and hands its QEMU (``-netdev tap,fd=N``: libvirt's "direct" attachment).
 """
 
 import functools
@@ -36,8 +37,7 @@ def parent(sw) -> str:
 @KINDS.register("macvlan")
 class Macvlan(Driver):
     host_side = False
-    takes_guests = False
-    takes_guests_not = "a guest's macvtap is a character device its QEMU would have to open itself"
+    tap_is_device = True
 
     @classmethod
     def require(cls, topology, index):
@@ -68,8 +68,8 @@ class Macvlan(Driver):
         return [f"link add eth0 link {parent(sw)} netns {netns} type macvlan mode bridge"]
 
     @classmethod
-    def tap_lines(cls, sw, tap):
-        return [f"link add {tap} link {parent(sw)} type macvtap mode bridge", f"link set dev {tap} up"]
+    def tap_lines(cls, sw, tap, mac):
+        return [f"link add {tap} link {parent(sw)} address {mac} type macvtap mode bridge", f"link set dev {tap} up"]
 
     @classmethod
     def head_lines(cls, sw, head):

@@ -207,12 +207,12 @@ def vm_address(subnet: ipaddress.IPv4Network, index: int) -> str:
 # ---- what ip and tc are told --------------------------------------------------------------
 
 def link_lines(fab: Fabric, links) -> list[str]:
-    """ip lines that put the backend's VM links on their switches: ``links`` are (switch, host link, netns),
-    netns None for a QEMU guest's tap (made here), else the namespace that gets an ``eth0``."""
+    """ip lines that put the backend's VM links on their switches: ``links`` are (switch, host link, netns, MAC),
+    netns None for a QEMU guest's tap (made here, for its NIC's MAC), else the namespace that gets an ``eth0``."""
     lines = []
-    for switch, link, netns in links:
+    for switch, link, netns, mac in links:
         driver = fab.switch(switch).driver
-        lines += driver.tap_lines(fab.switch(switch), link) if netns is None \
+        lines += driver.tap_lines(fab.switch(switch), link, mac) if netns is None \
             else driver.vm_link_lines(fab.switch(switch), link, netns)
     return lines
 
@@ -233,9 +233,9 @@ def create(fab: Fabric, attach: list[str] = (), before: list[str] = (), links=()
         linux.ip_batch([*lines[1:], f"addr add {fab.head}/{fab.prefixlen} dev {fab.head_bridge}"])
     facts = {}
     for sw in fab.switches:
-        ports = [link for switch, link, _ in links if switch == sw.name and sw.driver.host_side]
+        ports = [link for switch, link, _, _ in links if switch == sw.name and sw.driver.host_side]
         ports += [sw.uplink[0]] if sw.uplink else []
-        spaces = [netns for switch, _, netns in links if switch == sw.name and netns]
+        spaces = [netns for switch, _, netns, _ in links if switch == sw.name and netns]
         facts[sw.name] = sw.driver.start(sw, ports, spaces, fab.head_bridge if sw is head_sw else None)
     return facts
 

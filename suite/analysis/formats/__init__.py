@@ -32,11 +32,6 @@ FORMATS = Registry("--format", {
 }, package=__name__, noun="format")
 
 
-def get(name: str):
-    """The format module registered as ``name``; UsageError for an unknown one."""
-    return FORMATS.load(name)
-
-
 class Choices(Sequence):
     """The printed formats that apply to a kind, found when first asked: argparse asks only when --format is
     given or help is printed, so ``run`` starts without importing a format module."""
@@ -47,7 +42,7 @@ class Choices(Sequence):
     def _found(self) -> list[str]:
         if self._names is None:
             self._names = [name for name in FORMATS
-                           if self.kind in get(name).APPLIES and not hasattr(get(name), "OPTION")]
+                           if self.kind in FORMATS.load(name).APPLIES and not hasattr(FORMATS.load(name), "OPTION")]
         return self._names
 
     def __getitem__(self, index):
@@ -68,7 +63,7 @@ def choices(kind: str) -> Choices:
 
 def written(kind: str) -> list:
     """The written formats that apply to ``kind``: one ``OPTION FILE`` each."""
-    return [get(name) for name in FORMATS if kind in get(name).APPLIES and hasattr(get(name), "OPTION")]
+    return [FORMATS.load(name) for name in FORMATS if kind in FORMATS.load(name).APPLIES and hasattr(FORMATS.load(name), "OPTION")]
 
 
 def add_written(parser, kind: str) -> None:
@@ -90,17 +85,17 @@ def asked(args, kind: str) -> list[tuple[object, str]]:
 
 def render(name: str, doc) -> str:
     """``doc`` (report's or compare's render.Document) in the printed format ``name``."""
-    return get(name).document(doc)
+    return FORMATS.load(name).document(doc)
 
 
 def run_text(name: str, records: list[dict]) -> str:
     """What ``run`` prints for its ``records`` in the printed format ``name``."""
-    return get(name).records(records)
+    return FORMATS.load(name).records(records)
 
 
 def check_run(name: str, kernel: str) -> None:
     """UsageError, before anything runs, when the format ``name`` cannot show ``kernel``'s records."""
-    check = getattr(get(name), "check", None)
+    check = getattr(FORMATS.load(name), "check", None)
     if check is not None:
         check(kernel)
 

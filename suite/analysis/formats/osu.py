@@ -16,9 +16,9 @@ SIZE_WIDTH = 10
 
 
 def _value(column, value) -> str:
-    from ..metrics import number
+    from ..metrics import finite
 
-    if number(value) is None:
+    if finite(value) is None:
         return f"{'-':>{column.width}}"
     return f"{int(value):>{column.width}d}" if column.whole else f"{value:>{column.width}.2f}"
 

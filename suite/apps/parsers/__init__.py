@@ -18,11 +18,7 @@ class ParseError(ValueError):
     """The output lacks what the parser reads, or holds it damaged: the run is invalid."""
 
 
-def get(name: str):
-    return PARSERS.load(name)
-
-
-def number(text: str) -> float:
+def parse_number(text: str) -> float:
     """``text`` as a float; ParseError naming it when it is not one (garbled output)."""
     try:
         return float(text)

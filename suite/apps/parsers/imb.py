@@ -12,7 +12,7 @@ import re
 
 from vnetbench.kernels.contract import Metric, ends, smallest_and_largest
 
-from . import ParseError, number
+from . import ParseError, parse_number
 
 SECTION = re.compile(r"^# Benchmarking (\S+)\s*\n# #processes = (\d+)", re.M)
 COLUMNS = {"#bytes": "bytes", "#repetitions": "repetitions", "t[usec]": "t_us", "t_min[usec]": "min_us",
@@ -35,7 +35,7 @@ def _table(name: str, body: str) -> list[dict]:
         cells = line.split()
         if len(cells) != len(fields) or not cells[0].isdigit():
             raise ParseError(f"IMB {name}: table row {len(rows) + 1} is damaged: {line.strip()[:80]!r}")
-        rows.append({field: int(cell) if field in ("bytes", "repetitions") else number(cell)
+        rows.append({field: int(cell) if field in ("bytes", "repetitions") else parse_number(cell)
                      for field, cell in zip(fields, cells)})
     if not rows:
         raise ParseError(f"IMB {name}: the table has no rows")

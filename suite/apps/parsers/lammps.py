@@ -10,7 +10,7 @@ import re
 
 from vnetbench.kernels.contract import Metric
 
-from . import ParseError, number
+from . import ParseError, parse_number
 
 LOOP = re.compile(r"^Loop time of (\S+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
 PERF = re.compile(r"^Performance: (.*)$", re.M)
@@ -31,7 +31,7 @@ def parse(text: str) -> dict:
         raise ParseError("no 'Loop time of ... on N procs for N steps with N atoms' line: the run did not "
                          "finish a loop")
     loop = loops[-1]
-    m = {"loop_time_s": number(loop.group(1)), "procs": int(loop.group(2)), "steps": int(loop.group(3)),
+    m = {"loop_time_s": parse_number(loop.group(1)), "procs": int(loop.group(2)), "steps": int(loop.group(3)),
          "atoms": int(loop.group(4))}
     after = text[loop.end():]
     perf = PERF.search(after)
@@ -40,7 +40,7 @@ def parse(text: str) -> dict:
                                       perf.group(1)):
             key = {"tau/day": "tau_per_day", "ns/day": "ns_per_day", "timesteps/s": "timesteps_per_s",
                    "Matom-step/s": "matom_steps_per_s", "katom-step/s": "katom_steps_per_s"}[unit]
-            m[key] = number(value)
+            m[key] = parse_number(value)
     table = re.search(r"^MPI task timing breakdown:\n.*\n-+\n((?:\w+ +\|.*\n?)+)", after, re.M)
     if table:
         m["breakdown_s"], m["breakdown_pct"] = {}, {}
@@ -49,8 +49,8 @@ def parse(text: str) -> dict:
             if len(cells) != 6:
                 raise ParseError(f"LAMMPS timing breakdown: damaged row {line.strip()[:80]!r}")
             section = cells[0].lower()
-            m["breakdown_s"][section] = number(cells[2])
-            m["breakdown_pct"][section] = number(cells[5])
+            m["breakdown_s"][section] = parse_number(cells[2])
+            m["breakdown_pct"][section] = parse_number(cells[5])
     return m
 
 

@@ -10,7 +10,7 @@ import re
 
 from vnetbench.kernels.contract import ends, per_size, size_metric, size_table, smallest_and_largest
 
-from . import ParseError, number
+from . import ParseError, parse_number
 
 TITLE = re.compile(r"^# (OSU .*?) v(\d[\w.]*)\s*$", re.M)
 
@@ -63,10 +63,10 @@ def parse(text: str) -> dict:
         cells = line.split()
         if len(cells) != len(fields) + 1 or not cells[0].isdigit():
             raise ParseError(f"{title.group(1)}: table row {lineno} is damaged: {line.strip()[:80]!r} "
-                             f"(expected a size and {len(fields)} number(s))")
+                             f"(expected a size and {len(fields)} parse_number(s))")
         row = {"bytes": int(cells[0])}
         for field, cell in zip(fields, cells[1:]):
-            row[field] = int(cell) if field == "iterations" and cell.isdigit() else number(cell)
+            row[field] = int(cell) if field == "iterations" and cell.isdigit() else parse_number(cell)
         rows.append(row)
     if not rows:
         raise ParseError(f"{title.group(1)}: the table has no rows")
