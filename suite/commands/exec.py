@@ -3,9 +3,10 @@
 The program (an OSU benchmark, an MD code, ...) is launched the way vnetbench launches its own
 kernels: each rank inside its VM, mapped as the spec says, TCP on the topology's subnet. Its
 output passes through unchanged. The topology is brought up for the run (and taken down after)
-unless it is already up. Exit 0 when the program succeeds, 1 when it fails or times out.
-With --record the run is also stored as a record, as ``run --app`` stores one (--parser reads
-its metrics with a built-in parser). --profile implies --record: the profile is kept in the record.
+unless it is already up. Exit 0 when the program succeeds, 1 when it fails or times out, or when
+its ranks ran as singletons of another MPI (the world-size guard of ``run --app``: every exec run
+is judged as the one --record stores). With --record the run is also stored as a record, as
+``run --app`` stores one (--parser reads its metrics with a built-in parser). --profile implies --record: the profile is kept in the record.
 """
 
 import argparse
@@ -65,18 +66,23 @@ def handle(args) -> int:
         if "yield_when_idle" in notes:
             print(f"vnetbench: mpi_yield_when_idle=1: {notes['yield_when_idle']}", file=sys.stderr)
 
-    ended = engine.run_program(program, args.ranks, topology=common.topology_arg(args), bind=args.bind,
-                               timeout=args.timeout, mpi=args.mpi, on_launch=on_launch)
-    if ended.problem:
-        print(f"vnetbench: error: {ended.problem['detail']}", file=sys.stderr)
-        return 1
-    if ended.outcome.timed_out:
+    from vnetbench.workloads.app import AppWorkload
+
+    # the run exec --record makes, through the same loop, its record kept by no store: the exit code says how it went
+    (done,) = engine.run(AppWorkload.of_program(program), args.ranks, topology=common.topology_arg(args),
+                         timeout=args.timeout, bind=args.bind, mpi=args.mpi, echo=sys.stdout, submit=False,
+                         on_launch=on_launch)
+    if done["status"] == "ok":
+        return 0
+    status = done.get("exit_status")
+    if done["status"] == "timeout":
         print(f"vnetbench: error: {program[0]} was killed after {args.timeout:g} s", file=sys.stderr)
-        return 1
-    if ended.outcome.returncode != 0:
-        print(f"vnetbench: error: {program[0]} exited with status {ended.outcome.returncode}", file=sys.stderr)
-        return 1
-    return 0
+    elif status and done["status"] == "failed" and "exited with status" in done["validation"]["detail"]:
+        print(f"vnetbench: error: {program[0]} exited with status {status}: {done['validation']['detail'][:500]}",
+              file=sys.stderr)
+    else:
+        print(f"vnetbench: error: {done['validation']['detail'][:500]}", file=sys.stderr)
+    return 1
 
 
 def record(args, program: list[str]) -> int:

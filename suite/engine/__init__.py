@@ -1,13 +1,14 @@
 """The one engine: runs any workload on a topology, repetition by repetition, into the store.
 
-- ``run(workload, ranks, topology=...)``: load and realise the topology (or hand the runs to its backend's
-  ``Batch`` when it submits them as a scheduler's jobs), then each repetition; every record is stored before
-  the next starts. Bad input raises UsageError before anything starts;
+- ``run(workload, ranks, topology=...)``: load the topology and run the repetitions through the one loop that
+  brings topologies up (``loop.run_all``, a sweep of one configuration), or hand the runs to its backend's
+  ``Batch`` when it submits them as a scheduler's jobs; every record is stored before the next starts. Bad input
+  raises UsageError before anything starts. ``exec`` (with and without --record) and ``calibrate`` run through
+  it too;
 - ``run_once(workload, realised, spec, ...)``: one repetition on a topology that is up: the launcher's argv,
   the job's directory and watch (``jobs.Job``), bounded capture, the timeout of the whole process tree, and
   the record (the workload judges the outcome), or the failure record; a failed run is recorded, not raised;
 - ``run_kernel(kernel, params, ranks, ...)``: ``run`` of a kernel by name (``vnetbench.run_kernel``);
-- ``run_program(program, ranks, ...)``: ``exec``'s passthrough, the same launch without a record;
 - ``request(...)`` and ``BATCH_COMMAND``: what a batch job is given (``vnetbench.engine.batchjob`` runs it).
 """
 
@@ -22,7 +23,7 @@ from vnetbench import topologies
 from vnetbench.mpi import selection as mpiselect
 from vnetbench.core import procs
 from vnetbench.core.errors import UsageError
-from vnetbench.core.records import failure_record, new_run_id
+from vnetbench.core.records import failure_record
 from vnetbench.core.store import Store, append_or_show
 
 # what a batch job runs, with its request's path appended, on the job's first node
@@ -32,7 +33,8 @@ BATCH_COMMAND = [sys.executable, "-m", "vnetbench.engine.batchjob"]
 def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Store | str | None = None,
         timeout: float | None = None, bind: str | None = None, mpi: str | None = None,
         rank_options: dict | None = None, realised=None, on_record: Callable[[dict], None] | None = None,
-        echo=sys.stderr, submit: bool = True, profile: str | None = None) -> list[dict]:
+        echo=sys.stderr, submit: bool = True, profile: str | None = None,
+        on_launch: Callable[[list[str], dict], None] | None = None) -> list[dict]:
     """Run ``workload`` ``repeat`` times on ``ranks`` ranks; append each record to ``store``; return them.
 
     ``topology`` is a ref (preset, YAML path, ``BACKEND:REF``) or a loaded topology; ``realised`` one that
@@ -40,6 +42,8 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     ``mpi`` is --mpi (None: $VNETBENCH_MPI, else auto). ``echo`` is where a program's own output is shown.
     With ``submit`` (the default) a backend that runs batch jobs (``Backend.batch``) gets the runs as one job.
     ``profile`` is --profile's mode (summary, trace; None: not profiled): each record gets a ``profile``.
+    ``on_launch(argv, notes)`` is told each run's launcher argv and the launch's notes before it starts.
+    A topology brought up here is brought up by the one loop, ``loop.run_all``, as a sweep of one configuration.
     """
     workload.check(ranks)
     rank_options = workload.check_rank_options(rank_options)
@@ -55,7 +59,7 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     timeout = timeout or workload.default_timeout(ranks)
     launcher, _ = mpiselect.choose(mpi, workload.program)  # before bring-up: no MPI, or one that cannot fit
     options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo,
-                   profiling=profiling)
+                   profiling=profiling, on_launch=on_launch)
     if realised is not None:
         with workload.ahead():
             return _repeat(workload, realised, ranks, repeat, store, launcher, **options)
@@ -69,9 +73,15 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
                         launcher=launcher, topology=topology_ref(topo, topology if isinstance(topology, str) else None))
         return batch.run(topo, asked, ranks, command=BATCH_COMMAND, store=store, launcher=launcher,
                          on_record=on_record)
-    with workload.ahead(), topologies.realise(topo) as up:
-        up.check_ranks(ranks)
-        return _repeat(workload, up, ranks, repeat, store, launcher, **options)
+    from .loop import Plan, PlannedRun, run_all
+
+    plan = Plan(workload, repeat, bind, rank_options, timeout, launcher=launcher, profiling=profiling, echo=echo,
+                on_launch=on_launch)
+    plan.topologies[topo.name] = topo
+    plan.jobs = [PlannedRun(topo.name, ranks, repetition, None) for repetition in range(repeat)]
+    told = None if on_record is None else lambda _, record: on_record(record)
+    with workload.ahead():
+        return run_all(plan, store, strict=True, on_finish=told)
 
 
 def run_kernel(kernel: str, params: dict | None = None, ranks: int = 1, **options) -> list[dict]:
@@ -96,11 +106,11 @@ def _store(store) -> Store | None:
 
 
 def _repeat(workload, realised, ranks, repeat, store, launcher, *, timeout, bind, rank_options, on_record,
-            echo, profiling=None) -> list[dict]:
+            echo, profiling=None, on_launch=None) -> list[dict]:
     spec = realised.launch(ranks, bind)
     return repetitions(repeat, lambda repetition: run_once(
         workload, realised, spec, ranks, repetition, timeout, launcher, bind=bind, rank_options=rank_options,
-        echo=echo, profiling=profiling), store, on_record)
+        echo=echo, profiling=profiling, on_launch=on_launch), store, on_record)
 
 
 def repetitions(repeat: int, once: Callable[[int], dict], store: Store | None,
@@ -131,9 +141,11 @@ def check_vm_policies(topology, rank_options: dict) -> None:
 
 
 def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: float | None, launcher, *,
-             bind: str | None = None, rank_options: dict | None = None, echo=None, profiling=None) -> dict:
+             bind: str | None = None, rank_options: dict | None = None, echo=None, profiling=None,
+             on_launch: Callable[[list[str], dict], None] | None = None) -> dict:
     """One repetition on ``realised`` with ``spec`` (from ``realised.launch``); the record, whatever happened.
-    With ``profiling`` (``profile.prepare``) the ranks run under the profiler and the record gets ``profile``."""
+    With ``profiling`` (``profile.prepare``) the ranks run under the profiler and the record gets ``profile``;
+    ``on_launch(argv, notes)`` is told the launcher's argv and the launch's notes before it starts."""
     from vnetbench.workloads import Run
 
     run = Run(realised, spec, ranks, repetition, timeout, launcher, bind, rank_options or {}, echo)
@@ -146,6 +158,8 @@ def run_once(workload, realised, spec, ranks: int, repetition: int, timeout: flo
     broken = realised.health()
     if broken:
         return workload.not_started(run, *broken)
+    if on_launch:
+        on_launch(argv, spec.notes)
     print(f"vnetbench: {workload.name} x{ranks} on {realised.name} (repetition {repetition + 1})", file=sys.stderr)
     ended = _execute(realised, spec, argv, launcher, timeout, run_id=run.run_id,
                      passthrough=workload.passthrough(run), records=workload.records_on_stdout,
@@ -190,23 +204,6 @@ def _execute(realised, spec, argv, launcher, timeout, *, run_id: str, passthroug
         if observe is not None:
             observe(job.path)
     return Ended(outcome, elapsed, culprit, job.problem, loaded)
-
-
-def run_program(program: list[str], ranks: int, *, topology="native", bind: str | None = None,
-                timeout: float | None = None, mpi: str | None = None, out=sys.stdout,
-                on_launch: Callable[[list[str], dict], None] | None = None) -> Ended:
-    """``exec``: ``program`` on ``ranks`` ranks, its output passed on to ``out`` unchanged, nothing recorded.
-    ``on_launch(argv, notes)`` is told the launcher's argv and the launch's notes before it starts."""
-    launcher, _ = mpiselect.choose(mpi, program[0])  # and a program it cannot start as one job refused
-    topo = topologies.load(topology) if isinstance(topology, str) else topology
-    with topologies.realise(topo) as realised:
-        realised.check_ranks(ranks)
-        spec = realised.launch(ranks, bind)
-        argv = launch.mpirun_argv(spec, program, launcher)
-        if on_launch:
-            on_launch(argv, spec.notes)
-        return _execute(realised, spec, argv, launcher, timeout, run_id=new_run_id(), passthrough=out,
-                        records=False)
 
 
 def failure(workload, ranks: int, repetition: int, topology: dict, detail: str, *, bind: str | None = None,

@@ -1,7 +1,8 @@
 """Sweeps: one workload over topologies x rank counts x repetitions, planned up front, run one by one.
 
 ``plan`` checks every combination before anything starts and says which cannot run here and
-why; ``execute`` brings each topology up once and keeps it up while the sweep runs, runs the jobs
+why; ``run_all`` (the one loop, engine/loop.py, which run, exec and calibrate reach too) brings each topology
+up once and keeps it up while the sweep runs, runs the jobs
 through the engine alternating configurations (repetition 1 of every topology and rank count, then
 repetition 2, ...: a slow drift of the machine, or other work for a while, spreads over every
 configuration instead of landing on one), after ``warmup`` unrecorded runs of each configuration
@@ -12,17 +13,16 @@ once instead. An interrupt propagates: finished runs are already stored, the run
 record, and ``--resume`` later runs exactly what is missing.
 """
 
-import json
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from vnetbench import engine, kernels, topologies, workloads
+from vnetbench import kernels, topologies, workloads
 from vnetbench.mpi import selection as mpiselect
-from vnetbench.core.errors import UsageError, VnetbenchError
-from vnetbench.analysis.records import ConfigKey, bind_of, canonical, config_key
-from vnetbench.core.store import Store, append_or_show
-from vnetbench.topologies.base import BatchItem
+from vnetbench.core.errors import UsageError
+from vnetbench.analysis.records import ConfigKey, bind_of, config_key
+from vnetbench.core.store import Store
+
+from .loop import Plan, PlannedRun, run_all  # noqa: F401 (run_all: the sweep's jobs run there)
 
 
 @dataclass(frozen=True)
@@ -72,50 +72,6 @@ def settle(study: str | None = None, kernel: str | None = None, topologies: list
 def failures(records: list[dict]) -> Counter:
     """How many records did not pass, by status (in the order first met)."""
     return Counter(record["status"] for record in records if record["status"] != "ok")
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    topology: str
-    ranks: int
-    repetition: int
-    bind: str | None  # the binding the ranks will run with; None when only the backend, once up, knows
-
-    def describe(self, kernel: str, repeat: int) -> str:
-        return f"{kernel} x{self.ranks} on {self.topology}, repetition {self.repetition + 1}/{repeat}"
-
-
-@dataclass
-class Plan:
-    workload: object  # workloads.Workload
-    repeat: int
-    bind: str | None = None
-    run_options: dict = field(default_factory=dict)
-    timeout: float | None = None
-    topologies: dict = field(default_factory=dict)  # name -> loaded Topology, in sweep order
-    jobs: list[PlannedRun] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (combination, why it cannot run here)
-    done: list[dict] = field(default_factory=list)  # records already in the store (--resume)
-    retried: int = 0  # runs in the store that did not pass and are run again
-    launcher: object = None  # the flavours.Launcher every job runs with
-    resume: bool = False
-    warmup: int = 0  # unrecorded runs of each configuration before its first measured one
-    profiling: object = None  # profile.Profiling when --profile asked for it
-
-    @property
-    def kernel(self) -> str:
-        """The workload's name, as its records say it."""
-        return self.workload.name
-
-    @property
-    def params(self) -> dict:
-        return self.workload.params
-
-    def key(self, job: PlannedRun) -> ConfigKey:
-        # the topology as its records name it: a ref (a YAML path, qemu:REF) is not the topology's name
-        loaded = self.topologies.get(job.topology)
-        return ConfigKey(self.kernel, loaded.name if loaded is not None else job.topology, job.ranks,
-                         canonical(self.params), job.bind, canonical(self.run_options))
 
 
 def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: int, *, bind: str | None = None,
@@ -210,123 +166,3 @@ def _drop_done(result: Plan, store: Store) -> None:
             result.retried += slot in failed
             remaining.append(job)
     result.jobs = remaining
-
-
-def run_all(plan: Plan, store: Store, *, fail_fast: bool = False, on_bringup: Callable | None = None,
-            on_start: Callable | None = None, on_finish: Callable | None = None,
-            say: Callable[[str], None] | None = None) -> list[dict]:
-    """Run the plan's jobs; every record is appended to ``store`` before the next job starts.
-
-    A topology this sweep brought up that breaks under a run (a VM's veth deleted, an uplink
-    set down) is taken down and brought up afresh before the next run; one it attached to is
-    left alone, and the runs left on it fail, saying why. Runs on a backend that runs batch jobs
-    are submitted all at once and collected as they end.
-    """
-    records, here, batches = [], [], {}  # batches: backend name -> (its Batch, its items)
-    for job in plan.jobs:
-        topo = plan.topologies[job.topology]
-        batch = topologies.backend(topo.backend).batch(topo)
-        if batch is None:
-            here.append(job)
-        else:
-            batches.setdefault(topo.backend, (batch, []))[1].append(_item(plan, job, topo))
-    if batches and plan.profiling is not None:
-        raise UsageError(f"--profile: not yet with {', '.join(batches)}'s batch jobs; run inside an allocation")
-    for batch, items in batches.values():
-        records += batch.sweep(items, command=engine.BATCH_COMMAND, store=store, launcher=plan.launcher,
-                               resume=plan.resume, on_start=_to_job(on_start), on_finish=_to_job(on_finish), say=say)
-    # topology name -> its realised topology (False: it could not come up), its launch specs by rank count; the
-    # configurations warmed up
-    up, specs, warmed = {}, {}, set()
-    try:
-        for index, job in enumerate(here):
-            name = job.topology
-            realised = up.get(name)
-            if realised is False:  # could not come up: its runs fail, saying why
-                continue
-            broken = realised.health() if realised is not None and realised.brought_up else None
-            if broken:
-                if say:
-                    say(f"{name}: {broken[0]}; taking it down and bringing it up afresh")
-                up.pop(name).close()
-                realised = None
-            if realised is None:
-                if on_bringup:
-                    on_bringup(name)
-                specs[name] = {}
-                try:
-                    realised = up[name] = topologies.realise(plan.topologies[name])
-                except VnetbenchError as exc:
-                    up[name] = False
-                    topology = {"name": name, "backend": plan.topologies[name].backend, "spec": None}
-                    for left in [later for later in here[index:] if later.topology == name]:
-                        record = _failure(plan, left, topology, f"{name} could not be brought up: {exc}")
-                        if _finish(plan, store, left, record, records, on_finish) and fail_fast:
-                            return records
-                    continue
-            if (name, job.ranks) not in warmed:
-                warmed.add((name, job.ranks))
-                _warm_up(plan, realised, specs[name], job, say)
-            if on_start:
-                on_start(job)
-            record = _run(plan, realised, specs[name], job)
-            if _finish(plan, store, job, record, records, on_finish) and fail_fast:
-                return records
-    finally:
-        for realised in up.values():
-            if realised:
-                realised.close()
-    return records
-
-
-def _warm_up(plan: Plan, realised, specs: dict, job: PlannedRun, say: Callable[[str], None] | None) -> None:
-    """``plan.warmup`` runs of ``job``'s configuration whose records are not kept: what a first run pays alone."""
-    for index in range(plan.warmup):
-        record = _run(plan, realised, specs, job, profiled=False)
-        if say:
-            detail = "" if record["status"] == "ok" else f": {record['validation'].get('detail', '')[:300]}"
-            say(f"{plan.kernel} x{job.ranks} on {job.topology}, warm-up {index + 1}/{plan.warmup} "
-                f"(not stored): {record['status']}{detail}")
-
-
-def _item(plan: Plan, job: PlannedRun, topology) -> BatchItem:
-    """``job`` as a batch job's run: one repetition, found again on --resume by its configuration and repetition."""
-    request = engine.request(plan.workload, job.ranks, 1, timeout=plan.timeout, bind=plan.bind,
-                             rank_options=plan.run_options, launcher=plan.launcher,
-                             topology=engine.topology_ref(topology, job.topology))
-    return BatchItem(topology=topology, request=request, ranks=job.ranks, repetition=job.repetition,
-                     key=json.dumps([list(map(str, plan.key(job))), job.repetition]),
-                     label=job.describe(plan.kernel, plan.repeat), job=job)
-
-
-def _to_job(callback: Callable | None) -> Callable | None:
-    """``callback`` told the sweep's PlannedRun, whether a Batch hands back the BatchItem or its job."""
-    if callback is None:
-        return None
-    return lambda item, *rest: callback(item.job if isinstance(item, BatchItem) else item, *rest)
-
-
-def _run(plan: Plan, up, specs: dict, job: PlannedRun, profiled: bool = True) -> dict:
-    try:
-        if job.ranks not in specs:
-            specs[job.ranks] = up.launch(job.ranks, plan.bind)
-        timeout = plan.timeout or plan.workload.default_timeout(job.ranks)
-        return engine.run_once(plan.workload, up, specs[job.ranks], job.ranks, job.repetition, timeout,
-                               plan.launcher, bind=plan.bind, rank_options=plan.run_options,
-                               profiling=plan.profiling if profiled else None)
-    except VnetbenchError as exc:  # the backend refused this rank count, or mpirun could not start
-        return _failure(plan, job, up.describe(), f"could not launch: {exc}")
-
-
-def _failure(plan: Plan, job: PlannedRun, topology: dict, detail: str) -> dict:
-    return engine.failure(plan.workload, job.ranks, job.repetition, topology, detail, bind=job.bind,
-                          rank_options=plan.run_options)
-
-
-def _finish(plan, store, job, record, records, on_finish) -> bool:
-    """Store the record, report it; True when it did not pass."""
-    append_or_show(store, record)
-    records.append(record)
-    if on_finish:
-        on_finish(job, record)
-    return record["status"] != "ok"

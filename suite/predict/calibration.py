@@ -1,7 +1,7 @@
 """Calibrating a topology: its paths measured with the pingpong and allreduce kernels, stored as one record.
 
-``calibrate(ref)`` brings the topology up once (through ``topologies.realise``, as ``run`` does) and, with the
-engine's own runs of the kernels:
+``calibrate(ref)`` brings the topology up once (through the one loop that brings topologies up for runs,
+``engine.loop.run_all``, as ``run`` and ``sweep`` do) and, with the engine's own runs of the kernels:
 
 - for each path the topology has from rank 0 (``paths.representatives``: the smallest rank count whose last
   rank reaches rank 0 over it), pingpong between rank 0 and that rank: the median half round trip and the
@@ -43,33 +43,41 @@ def spec_hash(topology) -> str:
 
 def calibrate(topology, *, repeat: int = 1, mpi: str | None = None, echo=sys.stderr) -> dict:
     """Measure ``topology`` (loaded) and return its calibration record (not stored)."""
-    from vnetbench import engine, topologies
     from vnetbench.analysis.records import mpi_of
+    from vnetbench.engine.loop import Plan, PlannedRun, run_all
+    from vnetbench.mpi import selection as mpiselect
+    from vnetbench.workloads.kernel import KernelWorkload
 
     wanted = paths.representatives(topology)
     counts = sorted({2, max(2, len(getattr(topology, "vms", None) or ()))})
     began = time.monotonic()
-    runs, problems = [], []
-    tables, allreduce = {}, {}
-    options = dict(repeat=repeat, mpi=mpi, echo=echo)
-    with topologies.realise(topology) as up:
-        for key, (ranks, path) in wanted.items():
-            records = engine.run_kernel("pingpong", PINGPONG, ranks, realised=up, **options)
-            runs += records
-            table = _pingpong_table(records, problems)
-            if table:
-                tables[key] = {"describe": path.describe(), "ranks": ranks, "pair": [0, ranks - 1],
-                               "sizes": table, **({"rate_bps": path.rate, "delay_us": path.delay_us or 0}
-                                                  if path.kind == "uplink" else {})}
-        for ranks in counts:
-            records = engine.run_kernel("allreduce", ALLREDUCE, ranks, realised=up, **options)
-            runs += records
-            table = _allreduce_table(records, problems)
-            if table:
-                worst = max(paths.classify(topology, ranks).values(), key=lambda p: ("host", "vm", "switch",
-                                                                                       "uplink").index(p.kind))
-                allreduce[str(ranks)] = {"path": worst.key, "sizes": table}
-        described = up.describe()
+    problems, tables, allreduce = [], {}, {}
+    pingpong, reduce = KernelWorkload("pingpong", PINGPONG), KernelWorkload("allreduce", ALLREDUCE)
+    # every kernel run on the topology brought up once, by the one loop that brings topologies up for runs
+    plan = Plan(pingpong, repeat, launcher=mpiselect.choose(mpi, pingpong.program)[0], echo=echo)
+    plan.topologies[topology.name] = topology
+    asked = [(key, PlannedRun(topology.name, ranks, rep, None, workload=pingpong))
+             for key, (ranks, _) in wanted.items() for rep in range(repeat)]
+    asked += [(ranks, PlannedRun(topology.name, ranks, rep, None, workload=reduce))
+              for ranks in counts for rep in range(repeat)]
+    plan.jobs = [job for _, job in asked]
+    runs = run_all(plan, None, strict=True)  # strict: a record each job, in the plan's order
+    done = {}
+    for (what, _), record in zip(asked, runs):
+        done.setdefault(what, []).append(record)
+    for key, (ranks, path) in wanted.items():
+        table = _pingpong_table(done.get(key, []), problems)
+        if table:
+            tables[key] = {"describe": path.describe(), "ranks": ranks, "pair": [0, ranks - 1],
+                           "sizes": table, **({"rate_bps": path.rate, "delay_us": path.delay_us or 0}
+                                              if path.kind == "uplink" else {})}
+    for ranks in counts:
+        table = _allreduce_table(done.get(ranks, []), problems)
+        if table:
+            worst = max(paths.classify(topology, ranks).values(), key=lambda p: ("host", "vm", "switch",
+                                                                                   "uplink").index(p.kind))
+            allreduce[str(ranks)] = {"path": worst.key, "sizes": table}
+    described = runs[-1]["topology"] if runs else {"name": topology.name}
     passed = bool(tables) and not problems
     last = max((r for r in runs if r["status"] == "ok"), key=lambda r: r["ranks"], default=None)
     calibration = {"topology": topology.name, "source": getattr(topology, "source", None),
