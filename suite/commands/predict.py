@@ -4,7 +4,6 @@ calls, how many bytes, over which path, how much overlapped with computation. A 
 of its own is extrapolated from calibrations of its parts, and says so. Nothing is started."""
 
 import json
-import sys
 
 from . import COMMANDS, common
 

@@ -206,8 +206,8 @@ class Costs:
                 self._rest_on(record, True)
                 if floor:
                     self._rest_on(floor[0], True)
-                self.notes[path.key] = (f"extrapolated from the {table['describe'] if 'describe' in table else key} "
-                                        f"measured on {record['calibration']['topology']}, at "
+                self.notes[path.key] = (f"extrapolated from {key} measured on {record['calibration']['topology']}, "
+                                        f"at "
                                         f"{units.format_rate(path.rate)}"
                                         + (f" +{path.delay_us} us" if path.delay_us else "")
                                         + (f", no faster than one switch (measured on "
