@@ -21,7 +21,9 @@ Once realised: ``launch(ranks, bind)`` returns a ``LaunchSpec`` whose ``Intent``
 launch agent, the subnet MPI traffic stays on, the binding (a launcher flavour renders it; a backend never
 builds an MPI's argv); ``check_ranks``, ``health``, ``describe``, ``close``; and the class attribute
 ``ranks_share_this_hosts_files`` (default False): True when the ranks read this host's files, vnetbench's
-source among them, so that the launcher's git facts of that source stand for theirs in the record.
+source among them, so that the launcher's git facts of that source stand for theirs in the record; and
+``ranks_write_this_hosts_files`` (default False): True when what the ranks write into the job's folder (vnetbench's
+state, /run/vnetbench) is there on this host after the job (--profile's files come back that way).
 
 A backend imports nothing above ``vnetbench.topologies`` but the data-layer modules ``vnetbench.core.errors``,
 ``procs``, ``registry``, ``rundir``, ``records`` and ``store``: it is handed what it must run (a batch job's
@@ -201,6 +203,7 @@ class Backend(ABC):
     # the ranks read this host's files (its vnetbench source among them): this host, its namespaces, guests that
     # share its root. Then what the launcher knows of the source stands for the ranks' (environment.source)
     ranks_share_this_hosts_files = False
+    ranks_write_this_hosts_files = False
 
     def __init__(self, topology):
         self.topology = topology

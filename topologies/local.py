@@ -40,6 +40,7 @@ class LocalRealised(Realised):
     """This host as it is: ranks under the local mpirun, bound to cores while they fit."""
 
     ranks_share_this_hosts_files = True
+    ranks_write_this_hosts_files = True
 
     @classmethod
     def from_data(cls, data: dict, source: str, lines=None, host=None):

@@ -61,9 +61,11 @@ def run(workload, ranks: int, *, topology="native", repeat: int = 1, store: Stor
     options = dict(timeout=timeout, bind=bind, rank_options=rank_options, on_record=on_record, echo=echo,
                    profiling=profiling, on_launch=on_launch)
     if realised is not None:
+        profiler.check_backend(profiling, type(realised), realised.name)
         with workload.ahead():
             return _repeat(workload, realised, ranks, repeat, store, launcher, **options)
     topo = topologies.load(topology) if isinstance(topology, str) else topology
+    profiler.check_backend(profiling, topologies.backend(topo.backend), topo.name)
     check_vm_policies(topo, rank_options)
     batch = topologies.backend(topo.backend).batch(topo) if submit else None
     if batch is not None and profiling is not None:

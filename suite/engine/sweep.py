@@ -108,6 +108,7 @@ def plan(workload, topology_names: list[str], rank_counts: list[int], repeat: in
             topo = topologies.load(name)
             backend = topologies.backend(topo.backend)
             backend.check_launcher(topo, result.launcher)  # e.g. srun without the MPI's PMI: before anything starts
+            profiler.check_backend(result.profiling, backend, name)
         except UsageError as exc:
             if not optional_topologies:
                 raise UsageError(f"--topologies: {name}: {exc}") from None

@@ -101,3 +101,13 @@ def check_program(program: str | None) -> None:
     if not interpreted:
         raise UsageError(f"--profile: {program} is linked statically: nothing can be preloaded into it, so its MPI "
                          f"calls cannot be seen (link it dynamically against its MPI)")
+
+
+def check_backend(profiling: Profiling | None, backend, name: str) -> None:
+    """UsageError when the ranks of a topology of ``backend`` (its class) cannot hand their profiles back: what they
+    write into the job's folder is not on this host after the job (QEMU guests: their /run and /tmp are their own;
+    real hosts: theirs)."""
+    if profiling is not None and not getattr(backend, "ranks_write_this_hosts_files", False):
+        raise UsageError(f"--profile: the ranks of {name} ({backend.__name__}) write their files where this host "
+                         f"cannot read them after the job, so their profiles could not come back; profile natively "
+                         f"or on emulated VMs (netns)")

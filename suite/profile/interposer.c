@@ -125,6 +125,7 @@ static void *data_symbol(void *library, const char *name) {
 }
 
 static char library_version[512];
+static void *mpi_library; /* the library whose PMPI_Init ran, kept open: its twins are looked up there */
 
 static void abi_detect(void) {
     Dl_info info;
@@ -164,8 +165,7 @@ static void abi_detect(void) {
         status_size = 20, source_offset = 8, tag_offset = 12, request_size = 4;
         status_ignore = (void *)1, in_place = (void *)-1;
     }
-    if (library)
-        dlclose(library);
+    mpi_library = library;
 }
 
 /* a handle as the ABI defines it: an MPICH handle is an int (the upper half of its register is undefined) */
@@ -642,6 +642,8 @@ static void write_files(void) {
         write_trace(dir);
 }
 
+static void resolve_twins(void);
+
 /* ---- init and finalize ---------------------------------------------------------------------------------- */
 static void resolve_all(void) {
 #define RESOLVE(name) NEXT(name);
@@ -655,6 +657,7 @@ static void started(int result, double t0, int call) {
         return;
     resolve_all();
     abi_detect();
+    resolve_twins();
     if (abi == ABI_UNKNOWN) {
         unsupported = 1;
         world_rank = (int)getpid() * -1;
@@ -724,8 +727,12 @@ int MPI_Finalize(void) {
 #define PTR_C(name) static fn p_##name##_c;
 C_TWINS(PTR_C)
 static int twins_resolved;
+/* at MPI_Init, in the library itself: asking every loaded object for each of the 28 (a Python process with numpy
+ * has a hundred), as a library without them makes ``real`` do, took milliseconds - inside a kernel's timed loop,
+ * had it waited for the first call */
 static void resolve_twins(void) {
-#define RESOLVE_C(name) p_##name##_c = (fn)real("PMPI_" #name "_c");
+#define RESOLVE_C(name)                                                                                         \
+    p_##name##_c = (fn)(mpi_library ? dlsym(mpi_library, "PMPI_" #name "_c") : real("PMPI_" #name "_c"));
     C_TWINS(RESOLVE_C)
     twins_resolved = 1;
 }

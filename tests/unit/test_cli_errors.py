@@ -24,6 +24,8 @@ from conftest import vnetbench
     (["run", "allreduce", "--profile", "full"], "--profile: 'full' is not a mode; allowed: summary, trace"),
     (["exec", "--topology", "native", "--ranks", "2", "--profile", "calls", "--", "true"],
      "--profile: 'calls' is not a mode; allowed: summary, trace"),
+    (["run", "allreduce", "--topology", "2vm-1vswitch", "--vms", "qemu", "--profile"],
+     "--profile: the ranks of 2vm-1vswitch-qemu (QemuBackend) write their files where this host cannot read them"),
     (["exec", "--topology", "native", "--ranks", "2", "--profile", "--store", "s.jsonl", "--", "/sbin/ldconfig"],
      "--profile: /sbin/ldconfig is linked statically: nothing can be preloaded into it"),
     (["run", "allreduce", "--topology", "2vm-1vswitch", "--vms", "qemu", "--guest-kernel", "/dev/zero"],

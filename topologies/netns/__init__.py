@@ -26,6 +26,7 @@ class NetnsBackend(OnThisHost, Realised):
     at exit, and on SIGTERM/SIGINT), or attached to (and then left up)."""
 
     ranks_share_this_hosts_files = True  # its VMs are namespaces of this host: the same files
+    ranks_write_this_hosts_files = True
 
     # ---- specs --------------------------------------------------------------------------
 
