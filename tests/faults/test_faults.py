@@ -76,7 +76,9 @@ def by_slot(found: list[dict]) -> dict:
 
 def test_a_rank_killed_natively_and_in_a_vm_fails_its_run_naming_rank_and_vm(clean_host, tmp_path):
     store = tmp_path / "store.jsonl"
-    proc = start("sweep", *HALO, "--steps", "8000", "--topologies", "native,2vm-1vswitch", "--ranks", "2",
+    # long enough to be killed in (a rank is killed 0.2 s after its job's ranks have all started), short enough for the
+    # second repetitions, which run to the end (8000 steps had them busy for seconds each, in the VMs most)
+    proc = start("sweep", *HALO, "--steps", "3000", "--topologies", "native,2vm-1vswitch", "--ranks", "2",
                  "--repeat", "2", "--timeout", "120", "--store", store)
     seen, took = set(), {}
     for topology in ("native", "2vm-1vswitch"):
