@@ -118,7 +118,8 @@ def test_a_rank_killed_natively_and_in_a_vm_fails_its_run_naming_rank_and_vm(cle
 def test_a_vm_whose_network_vanishes_fails_its_run_and_the_sweep_rebuilds_the_topology(
         clean_host, tmp_path, topology, breakage, vm):
     store = tmp_path / "store.jsonl"
-    proc = start("sweep", *HALO, "--steps", "2000", "--topologies", topology, "--ranks", "2", "--repeat", "2",
+    # broken 0.2 s after its ranks have started; the second repetition, on the rebuilt topology, runs to the end
+    proc = start("sweep", *HALO, "--steps", "1000", "--topologies", topology, "--ranks", "2", "--repeat", "2",
                  "--timeout", "60", "--store", store)
     ranks_of_new_job(set())
     time.sleep(0.2)
@@ -393,7 +394,8 @@ def test_a_topology_left_by_a_crash_is_reported_with_its_age_and_replaced_not_du
     assert f"s ago by process {proc.pid}, which is gone" in status.stdout or \
         "left half-built" in status.stdout, status.stdout
     assert "stale" in status.stdout
-    again = start("run", "halo", "--global", "40,40,40", "--steps", "2000", "--topology", "2vm-1vswitch",
+    # alive while its objects are counted (at once when its ranks have started), then run to the end
+    again = start("run", "halo", "--global", "40,40,40", "--steps", "500", "--topology", "2vm-1vswitch",
                   "--ranks", "2", "--store", store)
     ranks_of_new_job(set())
     # one topology, one set of objects: the stale ones were removed before new ones were made
