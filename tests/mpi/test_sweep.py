@@ -81,8 +81,9 @@ def test_sigint_mid_run_then_resume_ends_with_exactly_the_expected_runs(store):
 
 @pytest.mark.timeout(180)
 def test_failed_runs_are_recorded_and_the_sweep_goes_on(store, tmp_path):
+    # each run killed by its timeout, busy-polling until then: how far it got is none of this test's business
     slow = ["--kernel", "allreduce", "--topologies", "native", "--ranks", "1,2", "--iterations", "10000000",
-            "--max-size", "8", "--timeout", "2", "--repeat", "1"]
+            "--max-size", "8", "--timeout", "1", "--repeat", "1"]
     proc = vnetbench("sweep", *slow, "--store", store, check=1)
     runs = stored(store)
     assert [(r["ranks"], r["status"]) for r in runs] == [(1, "timeout"), (2, "timeout")]
