@@ -253,11 +253,17 @@ class Pme:
         """The slab's 3D FFT: planes here, then (transposed to y-slabs) along z. r2c: [kz][ky local][kx <= nx/2];
         c2c: transposed back, [kz local][ky][kx]."""
         lay, n = self.layout, self.nranks
-        ny = int(lay.grid[1])
+        nx, ny = int(lay.grid[0]), int(lay.grid[1])
+        half = np.fft.rfft2(self.slab, axes=(1, 2)) if self.slab.size else np.zeros((0, ny, nx // 2 + 1), complex)
         if self.fft == "r2c":
-            planes = np.fft.rfft2(self.slab, axes=(1, 2)) if self.slab.size else np.zeros((0, ny, self.nxc), complex)
+            planes = half
         else:
-            planes = np.fft.fft2(self.slab, axes=(1, 2))
+            # the complex FFT of real planes, its kx > nx/2 filled from their mirror images (X(ky, kx) =
+            # conj X(-ky, nx - kx)): every value a complex FFT gives, for the price of a real one
+            planes = np.empty((half.shape[0], ny, nx), dtype=complex)
+            planes[:, :, :half.shape[2]] = half
+            mirror = half[:, (-np.arange(ny)) % ny][:, :, nx - np.arange(half.shape[2], nx)]
+            np.conjugate(mirror, out=planes[:, :, half.shape[2]:])
         if n == 1:
             return np.fft.fft(planes, axis=0)
         pencils = self._to_yslabs(planes, "forward transpose")
@@ -277,10 +283,8 @@ class Pme:
             planes = self._to_zslabs(pencils, "backward transpose back" if self.fft == "c2c" else "backward transpose")
         if not planes.size:
             return
-        if self.fft == "r2c":
-            self.slab[:] = np.fft.irfft2(planes, s=(ny, nx), axes=(1, 2))
-        else:
-            self.slab[:] = np.fft.ifft2(planes, axes=(1, 2)).real
+        # c2c: the planes are Hermitian (the spectrum times a real, even kernel), so their kx <= nx/2 say everything
+        self.slab[:] = np.fft.irfft2(planes[:, :, :nx // 2 + 1], s=(ny, nx), axes=(1, 2))
 
     def _to_yslabs(self, planes, what):
         """[z local][ky][kx] in z-slabs -> [kz][ky local][kx] in y-slabs: one Alltoallv."""

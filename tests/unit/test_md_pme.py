@@ -145,6 +145,12 @@ def test_complex_ffts_give_the_real_ones_energy_and_forces(system):
         assert pme.kernel.shape == (grid[2], grid[1], grid[0] // 2 + 1 if fft == "r2c" else grid[0])
     assert out["c2c"][0] == pytest.approx(out["r2c"][0], rel=1e-12)
     assert np.abs(out["c2c"][1] - out["r2c"][1]).max() < 1e-12 * np.abs(out["r2c"][1]).max()
+    # c2c's spectrum is the whole complex FFT (its kx > nx/2 filled from their mirrors), odd sizes too
+    for odd in ((15, 9, 10), (16, 15, 9)):
+        pme = Pme(None, None, box, odd, 4, alpha, 0.3, "c2c")
+        pme.slab[:] = np.random.default_rng(1).normal(size=pme.slab.shape)
+        full = np.fft.fftn(pme.slab)
+        assert np.abs(pme._forward() - full).max() < 1e-12 * np.abs(full).max()
 
 
 def test_total_coulomb_energy_and_forces_of_md_match_the_direct_ewald_sum(system):
