@@ -165,9 +165,11 @@ def loadavg() -> float:
 
 # md's charged lattice (+1 -1 -1 +1 on the fcc basis sites: LAMMPS's fcc basis is md's, so `create_atoms ... basis`
 # gives the same arrangement) with lj/cut/coul/long and PPPM on md's grid, order and Ewald splitting (analytic
-# differentiation, `diff ad`: one forward and one inverse FFT per evaluation, as smooth PME)
+# differentiation by default, `diff ad`: one forward and one inverse FFT per evaluation, as smooth PME; -var diff ik
+# for LAMMPS's own default, one forward and three inverse)
 IN_PME = """\
 variable c index 32
+variable diff index ad
 variable rc index 5.8
 variable n index 20
 variable rho index 0.8442
@@ -185,7 +187,7 @@ velocity all create ${t} 87287 loop geom
 pair_style lj/cut/coul/long ${rc}
 pair_coeff * * 1.0 1.0
 kspace_style pppm 1e-5
-kspace_modify mesh ${gx} ${gy} ${gz} order ${order} gewald ${g} diff ad
+kspace_modify mesh ${gx} ${gy} ${gz} order ${order} gewald ${g} diff ${diff}
 neighbor 0.3 bin
 neigh_modify delay 0 every 20 check no
 fix 1 all nve
@@ -199,15 +201,16 @@ PME_THERMO = re.compile(r"^\s*Step\s+Temp\s+PotEng\s+E_coul\s+E_long\s+TotEng\s*
                         r"\s*0\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
 
 
-def pme_problem(cells: int, cutoff: float, steps: int) -> dict:
-    """A charged problem with the grid and splitting md derives for it (its own functions), to hand to LAMMPS."""
+def pme_problem(cells: int, cutoff: float, steps: int, fft: str = "r2c") -> dict:
+    """A charged problem with the grid and splitting md derives for it (its own functions), to hand to LAMMPS; ``fft``
+    is md's --pme-fft (r2c: GROMACS's and NAMD's scheme; c2c: LAMMPS's)."""
     from vnetbench.kernels import _md_physics as physics
 
     params = {"cells": (cells,) * 3, "cutoff": cutoff, "system": "lj"}
     length = cells * physics.lattice_constant(DEFAULT_DENSITY)
     return {"cells": cells, "atoms": 4 * cells ** 3, "cutoff": cutoff, "steps": steps,
             "grid": list(physics.pme_grid([length] * 3, physics.pme_spacing(params))), "order": 4,
-            "alpha": physics.ewald_alpha(cutoff, 1e-5)}
+            "alpha": physics.ewald_alpha(cutoff, 1e-5), "fft": fft}
 
 
 def run_md_pme(topology: str, ranks: int, p: dict, store: Path, mpi: str, timeout: float = 1800) -> dict:
@@ -215,7 +218,7 @@ def run_md_pme(topology: str, ranks: int, p: dict, store: Path, mpi: str, timeou
     Coulomb energy per atom."""
     argv = [vnetbench(), "run", "md", "--topology", topology, "--ranks", str(ranks), "--cells", str(p["cells"]),
             "--cutoff", str(p["cutoff"]), "--steps", str(p["steps"]), "--electrostatics", "pme", "--pme-every", "1",
-            "--mpi", mpi, "--json", "--store", str(store)]
+            "--pme-fft", p.get("fft", "r2c"), "--mpi", mpi, "--json", "--store", str(store)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":

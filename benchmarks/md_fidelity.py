@@ -30,7 +30,10 @@ pays differently.
 With --pme the physics are charged (md_common.IN_PME): md with --electrostatics pme --pme-every 1 against LAMMPS's
 lj/cut/coul/long with PPPM on md's grid, order and Ewald splitting, so both codes' long-range part pays its
 all-to-all FFT transposes on every step; presets: md's stmv physics (cutoff 5.8) and a shorter cutoff (3.5, whose
-finer grid makes the long-range part, and its transposes, a larger share), both at 55,296 atoms.
+finer grid makes the long-range part, and its transposes, a larger share), both at 55,296 atoms. md runs the distributed
+FFT as the code it is compared with does (--pme-fft c2c: LAMMPS's complex FFTs, each 3D FFT transposed back to its
+slabs, 4 transposes per evaluation at 2 ranks), unless told --pme-fft r2c (GROMACS's and NAMD's: real-to-complex, the
+solve in the transposed layout, 2 transposes of half the values: a quarter of PPPM's mesh bytes).
 
 Uses copies of the presets named mdfid-PRESET, so that other runs of the presets do not clash. A
 repetition of one physics is a block: with --lock FILE each block holds an exclusive flock on FILE and
@@ -109,6 +112,9 @@ def parse(argv):
                              "(default 0: no wait); every sample records what others used just before it")
     parser.add_argument("--pme", action="store_true",
                         help=f"charged physics, md's PME against LAMMPS's PPPM; presets: {'; '.join(PHYSICS_PME)}")
+    parser.add_argument("--pme-fft", choices=("c2c", "r2c"), default="c2c",
+                        help="with --pme: md's distributed FFT (default c2c, LAMMPS's PPPM scheme, as the code md is "
+                             "compared with; r2c: GROMACS's and NAMD's, md's own default)")
     parser.add_argument("--json", action="store_true", help="print one JSON document with every sample")
     parser.add_argument("--table", nargs="+", metavar="FILE",
                         help="run nothing: print the table of earlier --json documents, their samples pooled")
@@ -204,7 +210,7 @@ def one_run(side: str, spec: str, p: dict, args, infile: Path, store: Path, mpi:
     common = (spec, args.ranks, p["cells"], p["cutoff"], p["steps"])
     physical = {"density": p["density"], "temperature": p["temperature"]}
     if args.pme:
-        problem = pme_problem(p["cells"], p["cutoff"], p["steps"])
+        problem = pme_problem(p["cells"], p["cutoff"], p["steps"], args.pme_fft)
         if side == "md":
             out = retried(lambda: run_md_pme(spec, args.ranks, problem, store, mpi), log)
             sample["phases_s"] = {name: out["metrics"][name] for name, _ in md.PHASES if name in out["metrics"]}
@@ -254,7 +260,7 @@ def measure(args, log) -> dict:
                                     f"{sample['loadavg_before']:.2f}, others "
                                     f"{'?' if others is None else format(others, '.2f')} cores)")
     return {"ranks": args.ranks, "repeat": args.repeat, "mpi": mpi, "physics": args.problems, "goal_pp": GOAL_PP,
-            "pme": args.pme,
+            "pme": args.pme, "pme_fft": args.pme_fft if args.pme else None,
             "rows": overheads(samples, list(args.problems), names), "samples": samples}
 
 
@@ -343,6 +349,10 @@ def overheads(samples, physics_names, names) -> list[dict]:
 def pooled(paths: list[str]) -> dict:
     """The result of earlier --json runs, their samples pooled (a configuration's medians over all of them)."""
     docs = [json.loads(Path(path).read_text()) for path in paths]
+    # md's FFT scheme (documents from before --pme-fft ran r2c): runs of two schemes are two experiments
+    schemes = {doc.get("pme_fft", "r2c") if doc.get("pme") else None for doc in docs}
+    if len(schemes) > 1:
+        raise ValueError(f"they ran md with different --pme-fft ({', '.join(sorted(map(str, schemes)))}); pool one")
     samples, problems = {}, {}
     for doc in docs:
         problems.update(doc["physics"])
@@ -352,7 +362,7 @@ def pooled(paths: list[str]) -> dict:
                     samples.setdefault(physics, {}).setdefault(name, {}).setdefault(side, []).extend(runs)
     names = list(next(iter(samples.values())))
     return {"ranks": docs[0]["ranks"], "repeat": sum(doc["repeat"] for doc in docs), "mpi": docs[0]["mpi"],
-            "pme": any(doc.get("pme") for doc in docs),
+            "pme": any(doc.get("pme") for doc in docs), "pme_fft": schemes.pop(),
             "physics": problems, "goal_pp": GOAL_PP, "rows": overheads(samples, list(samples), names),
             "samples": samples, "duration_s": sum(doc.get("duration_s", 0) for doc in docs),
             "loadavg_end": docs[-1].get("loadavg_end"), "pooled": paths}
@@ -366,7 +376,8 @@ def verdict(row) -> str:
 
 def table(result) -> None:
     runs = f"{len(result['pooled'])} runs pooled, " if len(result.get("pooled", [])) > 1 else ""
-    codes = "md (PME) and LAMMPS (lj/cut/coul/long, PPPM)" if result.get("pme") else "md and LAMMPS (lj/cut)"
+    codes = (f"md (PME, --pme-fft {result.get('pme_fft') or 'r2c'}) and LAMMPS (lj/cut/coul/long, PPPM diff ad)"
+             if result.get("pme") else "md and LAMMPS (lj/cut)")
     print(f"{codes} at {result['ranks']} ranks under {result['mpi']}, {runs}{result['repeat']} "
           f"repetitions; overhead = a topology's step-loop time over native's in the same repetition, minus 1, median "
           f"over the repetitions (best-of over best-of in brackets); gap interval: 90% bootstrap over the "

@@ -8,6 +8,15 @@ FFTs along z, the product with the influence function (B-spline moduli times exp
 inverse FFTs and the transpose back (Alltoallv); the owners send the convolved planes back to the bricks that
 reach them (Alltoallv) and each rank interpolates its atoms' forces from the splines' derivatives.
 
+Two FFT schemes (``fft``), as two families of PME codes run them; the physics are the same, the mesh's messages
+differ. ``r2c`` (the default): real-to-complex FFTs and the product with the influence function in the transposed
+(y-slab) layout, so one transpose each way - GROMACS (fft5d, the solve on the transposed grid) and NAMD (PME slabs:
+a transpose after the forward FFT and one back before the inverse) do this. ``c2c``: complex-to-complex FFTs of the
+real grid, and each 3D FFT transposed back to the z-slabs it started from, so the product is taken in z-slabs and a
+3D FFT costs two transposes of twice the values - LAMMPS's PPPM does this (fft3d, created with its output layout equal
+to its input layout; its grid is complex; at 2 ranks its x- and y-pencils are both z-slabs, so its 1st remap stays
+on the rank and the 2nd and the last each cross to the other rank).
+
 Which rank needs which planes follows from geometry alone (``Layout``, no MPI), so every count is known on
 both sides before anything is sent, and every block of every Alltoallv ends with a checksum of its values, as
 md's messages do. A block for this rank itself is added or copied in memory, never sent. The FFTs are numpy's
@@ -25,6 +34,7 @@ from . import _md_pme_loops as pl
 from ._md_physics import bspline_moduli
 
 PHASES = ("pme_spread_s", "pme_fft_s", "pme_solve_s", "pme_gather_s")
+FFTS = ("r2c", "c2c")
 
 
 def cart_coords(rank: int, dims) -> tuple[int, int, int]:
@@ -77,8 +87,10 @@ class Layout:
 class Pme:
     """One rank's share of the reciprocal-space sum; ``comm`` None runs the whole grid in this process."""
 
-    def __init__(self, comm, MPI, box, grid, order, alpha, margin):
-        self.comm, self.MPI = comm, MPI
+    def __init__(self, comm, MPI, box, grid, order, alpha, margin, fft="r2c"):
+        if fft not in FFTS:
+            raise ValueError(f"fft: {fft!r}; one of {', '.join(FFTS)}")
+        self.comm, self.MPI, self.fft = comm, MPI, fft
         self.me = comm.Get_rank() if comm is not None else 0
         self.nranks = comm.Get_size() if comm is not None else 1
         self.order, self.alpha = order, alpha
@@ -87,7 +99,8 @@ class Pme:
         self.brick = np.zeros(tuple(int(n) for n in lay.size[me][::-1]))
         self.phi = np.zeros_like(self.brick)
         nx, ny, nz = (int(n) for n in lay.grid)
-        self.nxc = nx // 2 + 1
+        # r2c: kx up to nx/2 (the others are their mirror images' conjugates); c2c: every kx
+        self.nxc = nx // 2 + 1 if fft == "r2c" else nx
         z0, z1 = lay.zslab[me]
         y0, y1 = lay.yslab[me]
         self.slab = np.zeros((z1 - z0, ny, nx))
@@ -95,23 +108,26 @@ class Pme:
         self.transpose_bytes = self.halo_bytes = 0
         self.checked, self.bad, self.outside, self.evaluations = 0, None, 0, 0
         self._step = 0  # the step of the evaluation under way, for the checksum messages
-        # the influence function on this rank's y-slab of k-space, [kz][ky][kx], kx up to nx/2
+        # the influence function on this rank's part of k-space, [kz][ky][kx]: r2c's y-slab (whole kz), c2c's
+        # z-slab (whole ky)
+        kz, ky = ((0, nz), (y0, y1)) if fft == "r2c" else ((z0, z1), (0, ny))
         volume = float(np.prod(box.length))
         m = [np.fft.fftfreq(n, d=1.0 / n) / float(length) for n, length in zip((nx, ny, nz), box.length)]
         mx = m[0][:self.nxc]
-        my = m[1][y0:y1]
-        mz = m[2]
+        my = m[1][slice(*ky)]
+        mz = m[2][slice(*kz)]
         m2 = mz[:, None, None] ** 2 + my[None, :, None] ** 2 + mx[None, None, :] ** 2
         b = [np.array(bspline_moduli(n, order)) for n in (nx, ny, nz)]
-        moduli = b[2][:, None, None] * b[1][y0:y1][None, :, None] * b[0][:self.nxc][None, None, :]
+        moduli = (b[2][slice(*kz)][:, None, None] * b[1][slice(*ky)][None, :, None]
+                  * b[0][:self.nxc][None, None, :])
         with np.errstate(divide="ignore"):
             c = np.where(m2 > 0, np.exp(-(math.pi ** 2) * m2 / alpha ** 2) / np.where(m2 > 0, m2, 1.0), 0.0)
         total = nx * ny * nz
         self.kernel = total * moduli * c / (math.pi * volume)
-        # energy: each kx but 0 (and nx/2 for even nx) stands for itself and its mirror image
-        weight = np.full(self.nxc, 2.0)
+        # energy: with r2c each kx but 0 (and nx/2 for even nx) stands for itself and its mirror image
+        weight = np.full(self.nxc, 2.0 if fft == "r2c" else 1.0)
         weight[0] = 1.0
-        if nx % 2 == 0:
+        if fft == "r2c" and nx % 2 == 0:
             weight[-1] = 1.0
         self.energy_weight = self.kernel * weight[None, None, :] / (2.0 * total)
 
@@ -234,45 +250,75 @@ class Pme:
                 self._fail(step, f"potential grid planes from rank {s} at step {step}: checksum differs")
 
     def _forward(self):
-        """The slab's 3D FFT: planes here, then (transposed to y-slabs) along z: [kz][ky local][kx]."""
-        lay, me, n = self.layout, self.me, self.nranks
-        ny, nz = int(lay.grid[1]), int(lay.grid[2])
-        planes = np.fft.rfft2(self.slab, axes=(1, 2)) if self.slab.size else np.zeros((0, ny, self.nxc), complex)
+        """The slab's 3D FFT: planes here, then (transposed to y-slabs) along z. r2c: [kz][ky local][kx <= nx/2];
+        c2c: transposed back, [kz local][ky][kx]."""
+        lay, n = self.layout, self.nranks
+        nx, ny = int(lay.grid[0]), int(lay.grid[1])
+        half = np.fft.rfft2(self.slab, axes=(1, 2)) if self.slab.size else np.zeros((0, ny, nx // 2 + 1), complex)
+        if self.fft == "r2c":
+            planes = half
+        else:
+            # the complex FFT of real planes, its kx > nx/2 filled from their mirror images (X(ky, kx) =
+            # conj X(-ky, nx - kx)): every value a complex FFT gives, for the price of a real one
+            planes = np.empty((half.shape[0], ny, nx), dtype=complex)
+            planes[:, :, :half.shape[2]] = half
+            mirror = half[:, (-np.arange(ny)) % ny][:, :, nx - np.arange(half.shape[2], nx)]
+            np.conjugate(mirror, out=planes[:, :, half.shape[2]:])
         if n == 1:
             return np.fft.fft(planes, axis=0)
+        pencils = self._to_yslabs(planes, "forward transpose")
+        pencils = np.fft.fft(pencils, axis=0) if pencils.size else pencils
+        return pencils if self.fft == "r2c" else self._to_zslabs(pencils, "forward transpose back")
+
+    def _backward(self, spectrum):
+        lay, n = self.layout, self.nranks
+        nx, ny = int(lay.grid[0]), int(lay.grid[1])
+        if n == 1:
+            pencils = np.fft.ifft(spectrum, axis=0)
+            planes = pencils
+        else:
+            if self.fft == "c2c":
+                spectrum = self._to_yslabs(spectrum, "backward transpose")
+            pencils = np.fft.ifft(spectrum, axis=0) if spectrum.size else spectrum
+            planes = self._to_zslabs(pencils, "backward transpose back" if self.fft == "c2c" else "backward transpose")
+        if not planes.size:
+            return
+        # c2c: the planes are Hermitian (the spectrum times a real, even kernel), so their kx <= nx/2 say everything
+        self.slab[:] = np.fft.irfft2(planes[:, :, :nx // 2 + 1], s=(ny, nx), axes=(1, 2))
+
+    def _to_yslabs(self, planes, what):
+        """[z local][ky][kx] in z-slabs -> [kz][ky local][kx] in y-slabs: one Alltoallv."""
+        lay, me, n = self.layout, self.me, self.nranks
+        nz, width = int(lay.grid[2]), self.nxc
         y0, y1 = lay.yslab[me]
         blocks = [self._block(planes[:, slice(*lay.yslab[s]), :]) if s != me else np.empty(0) for s in range(n)]
-        incoming = [self._count((lay.zslab[r][1] - lay.zslab[r][0]) * (y1 - y0) * self.nxc) for r in range(n)]
+        incoming = [self._count((lay.zslab[r][1] - lay.zslab[r][0]) * (y1 - y0) * width) for r in range(n)]
         got = self._exchange(blocks, incoming, self._step, "transpose")
-        pencils = np.empty((nz, y1 - y0, self.nxc), dtype=complex)
+        pencils = np.empty((nz, y1 - y0, width), dtype=complex)
         for r in range(n):
             z0, z1 = lay.zslab[r]
             if r == me:
                 pencils[z0:z1] = planes[:, y0:y1, :]
             elif z1 > z0 and y1 > y0:
-                pencils[z0:z1] = self._unblock(got[r], (z1 - z0, y1 - y0, self.nxc), r, "forward transpose")
-        return np.fft.fft(pencils, axis=0) if pencils.size else pencils
+                pencils[z0:z1] = self._unblock(got[r], (z1 - z0, y1 - y0, width), r, what)
+        return pencils
 
-    def _backward(self, spectrum):
+    def _to_zslabs(self, pencils, what):
+        """[kz][ky local][kx] in y-slabs -> [z local][ky][kx] in z-slabs: one Alltoallv."""
         lay, me, n = self.layout, self.me, self.nranks
-        nx, ny = int(lay.grid[0]), int(lay.grid[1])
-        pencils = np.fft.ifft(spectrum, axis=0) if spectrum.size else spectrum
-        if n == 1:
-            self.slab[:] = np.fft.irfft2(pencils, s=(ny, nx), axes=(1, 2))
-            return
+        ny, width = int(lay.grid[1]), self.nxc
         z0, z1 = lay.zslab[me]
         blocks = [self._block(pencils[slice(*lay.zslab[s])]) if s != me else np.empty(0) for s in range(n)]
-        incoming = [self._count((z1 - z0) * (lay.yslab[r][1] - lay.yslab[r][0]) * self.nxc) for r in range(n)]
+        incoming = [self._count((z1 - z0) * (lay.yslab[r][1] - lay.yslab[r][0]) * width) for r in range(n)]
         got = self._exchange(blocks, incoming, self._step, "transpose")
-        planes = np.empty((z1 - z0, ny, self.nxc), dtype=complex)
+        planes = np.empty((z1 - z0, ny, width), dtype=complex)
         for r in range(n):
             y0, y1 = lay.yslab[r]
             if r == me:
                 planes[:, y0:y1] = pencils[z0:z1]
             elif z1 > z0 and y1 > y0:
-                planes[:, y0:y1] = self._unblock(got[r], (z1 - z0, y1 - y0, self.nxc), r, "backward transpose")
-        if planes.size:
-            self.slab[:] = np.fft.irfft2(planes, s=(ny, nx), axes=(1, 2))
+                planes[:, y0:y1] = self._unblock(got[r], (z1 - z0, y1 - y0, width), r, what)
+        return planes
 
     @staticmethod
     def _count(values: int) -> int:

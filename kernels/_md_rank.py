@@ -315,7 +315,7 @@ def simulate(cart, params, dims, MPI):
         from ._md_pme import Pme
 
         pme = Pme(cart, MPI, box, pme_grid(box.length, pme_spacing(params)), params.get("pme_order") or 4,
-                  atoms.alpha, params["skin"])
+                  atoms.alpha, params["skin"], params.get("pme_fft") or "r2c")
 
     def reduce(step, pe, coul):
         ke, px, py, pz = loops.kinetic(atoms.v, atoms.nlocal)
@@ -409,6 +409,7 @@ def _pme_metrics(params, pme, atoms, everyone, spent) -> dict:
     out.update({
         "pme_grid": pme.layout.grid.tolist(),
         "pme_order": pme.order,
+        "pme_fft": pme.fft,
         "pme_every": pme_every(params),
         "pme_spacing": pme_spacing(params),
         "ewald_alpha": atoms.alpha,

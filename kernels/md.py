@@ -85,6 +85,12 @@ def add_arguments(parser):
                              "fullElectFrequency; default 1, for stmv "
                              f"{PME_EVERY['stmv']} as NAMD's STMV benchmark); --thermo-every and --steps "
                              "must be multiples")
+    parser.add_argument("--pme-fft", choices=("r2c", "c2c"), default="r2c",
+                        help="the distributed FFT's scheme, as two families of PME codes run it (same physics, "
+                             "other messages): r2c (default): real-to-complex FFTs, the solve in the transposed "
+                             "layout, one transpose each way, as GROMACS and NAMD; c2c: complex FFTs of the real "
+                             "grid, each 3D FFT transposed back to its slabs, two transposes each way of twice the "
+                             "values, as LAMMPS's PPPM")
     parser.add_argument("--ewald-tolerance", type=float_range(1e-12, 0.1), default=1e-5, metavar="TOL",
                         help="Ewald splitting: erfc(beta x cutoff) = TOL (default 1e-5, GROMACS's ewald-rtol)")
     parser.add_argument("--corrupt-step", type=int_range(1), default=None, metavar="S",
@@ -176,6 +182,8 @@ def _check_pme(params, lengths):
     order = params.get("pme_order") or 4
     if not _whole(order) or not 3 <= order <= 8:
         raise UsageError(f"--pme-order: {order!r} is not allowed; use a whole number from 3 to 8")
+    if params.get("pme_fft", "r2c") not in ("r2c", "c2c"):
+        raise UsageError(f"--pme-fft: {params['pme_fft']!r} is not allowed; choose r2c or c2c")
     tolerance = params.get("ewald_tolerance") or 1e-5
     if not 1e-12 <= tolerance <= 0.1:
         raise UsageError(f"--ewald-tolerance: {tolerance!r} is not allowed; use a number from 1e-12 to 0.1")
@@ -206,9 +214,10 @@ def _bytes_per_rank(params, dims) -> int:
     total = with_ghosts * 100 + 6 * pairs
     if electrostatics(params) == "pme":
         # the rank's share of the grid: brick and potential (a little past its share: the splines' reach), slab,
-        # two spectra (complex), Alltoallv buffers: about 7 doubles a point by their sizes at stmv, 12 with room
+        # two spectra (complex), Alltoallv buffers: about 7 doubles a point by their sizes at stmv, 12 with room;
+        # --pme-fft c2c's spectra and transposes hold every kx, twice r2c's
         points = math.prod(pme_grid([n * a for n in cells], pme_spacing(params)))
-        total += 12 * 8 * points / math.prod(dims)
+        total += (12 if params.get("pme_fft", "r2c") == "r2c" else 20) * 8 * points / math.prod(dims)
     return int(total)
 
 
@@ -227,7 +236,8 @@ def default_timeout(params, ranks):
         # PME: spreading and interpolation (measured 1.3 us per atom), FFTs (50 ns per grid point), both x4
         a = lattice_constant(params["density"])
         points = math.prod(pme_grid([n * a for n in box_cells(params, dims)], pme_spacing(params)))
-        per_step += 4 * (atoms * 1.3e-6 + points * 50e-9) / workers / pme_every(params)
+        fft = 1 if params.get("pme_fft", "r2c") == "r2c" else 2  # c2c: twice the values, twice the transposes
+        per_step += 4 * (atoms * 1.3e-6 + fft * points * 50e-9) / workers / pme_every(params)
     return 120.0 + params["steps"] * per_step
 
 

@@ -28,8 +28,11 @@ def energies(record) -> np.ndarray:
 @pytest.mark.timeout(420)
 def test_md_on_one_and_two_switches_and_four_vms_follows_native(host_unchanged, store):
     # every preset that fits this host: 1vm has one vCPU per host cpu it scales to, so one rank fits it
+    # the two 2-VM presets with --switch bridge: every switch of theirs is a Linux bridge already, so it names the
+    # presets themselves (tests/emulation/test_switch_kinds.py runs the other kinds; the bridge is checked here)
+    bridge = ["--switch", "bridge"]
     runs = [("native", 2, []), ("native", 2, PME), (host_unchanged("1vm"), 1, []),
-            (host_unchanged("2vm-1vswitch"), 2, []), (host_unchanged("2vm-2vswitch"), 2, PME),
+            (host_unchanged("2vm-1vswitch"), 2, bridge), (host_unchanged("2vm-2vswitch"), 2, [*PME, *bridge]),
             (host_unchanged("4vm-1vswitch"), 4, []), (host_unchanged("4vm-4vswitch"), 4, [])]
     for topology, ranks, extra in runs:
         vnetbench("run", "md", "--topology", topology, "--ranks", ranks, "--store", store, *SMALL, *extra, check=0,
@@ -52,6 +55,9 @@ def test_md_on_one_and_two_switches_and_four_vms_follows_native(host_unchanged, 
         native_rate = native["own_cpu_s"] / native["wall_s"] / min(records["native"]["ranks"], native["cpus"])
         assert rate >= 0.5 * native_rate, (name, load, native)
     assert {p["vm"] for p in records["4vm-4vswitch"]["placement"]} == {"vm1", "vm2", "vm3", "vm4"}
+    for record in (records["2vm-1vswitch"], pme["2vm-2vswitch"]):  # run with --switch bridge
+        switches = record["topology"]["switches"]
+        assert {sw["kind"] for sw in switches} == {"bridge"} and len(switches) == int(record["topology"]["name"][4])
     reference = energies(records["native"])
     for name in set(records) - {"native"}:
         assert np.allclose(energies(records[name]), reference, rtol=AGREE, atol=0), name

@@ -76,7 +76,9 @@ def by_slot(found: list[dict]) -> dict:
 
 def test_a_rank_killed_natively_and_in_a_vm_fails_its_run_naming_rank_and_vm(clean_host, tmp_path):
     store = tmp_path / "store.jsonl"
-    proc = start("sweep", *HALO, "--steps", "8000", "--topologies", "native,2vm-1vswitch", "--ranks", "2",
+    # long enough to be killed in (a rank is killed 0.2 s after its job's ranks have all started), short enough for the
+    # second repetitions, which run to the end (8000 steps had them busy for seconds each, in the VMs most)
+    proc = start("sweep", *HALO, "--steps", "3000", "--topologies", "native,2vm-1vswitch", "--ranks", "2",
                  "--repeat", "2", "--timeout", "120", "--store", store)
     seen, took = set(), {}
     for topology in ("native", "2vm-1vswitch"):
@@ -116,7 +118,8 @@ def test_a_rank_killed_natively_and_in_a_vm_fails_its_run_naming_rank_and_vm(cle
 def test_a_vm_whose_network_vanishes_fails_its_run_and_the_sweep_rebuilds_the_topology(
         clean_host, tmp_path, topology, breakage, vm):
     store = tmp_path / "store.jsonl"
-    proc = start("sweep", *HALO, "--steps", "2000", "--topologies", topology, "--ranks", "2", "--repeat", "2",
+    # broken 0.2 s after its ranks have started; the second repetition, on the rebuilt topology, runs to the end
+    proc = start("sweep", *HALO, "--steps", "1000", "--topologies", topology, "--ranks", "2", "--repeat", "2",
                  "--timeout", "60", "--store", store)
     ranks_of_new_job(set())
     time.sleep(0.2)
@@ -216,7 +219,10 @@ def _during_teardown(proc, store):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_in_any_window_leaves_nothing_behind(clean_host, tmp_path, window, sig):
     store = tmp_path / "store.jsonl"
-    proc = start("run", "halo", "--global", "40,40,40", "--steps", "1500", "--topology", "2vm-2vswitch",
+    # steps to be signalled in where the window is the run; in bring-up the run never starts, and in teardown it has
+    # ended (its record stored), so a few steps there (1500 across the shaped uplink kept both ranks busy for seconds)
+    steps = "1500" if window is _during_run else "20"
+    proc = start("run", "halo", "--global", "40,40,40", "--steps", steps, "--topology", "2vm-2vswitch",
                  "--ranks", "2", "--timeout", "60", "--store", store)
     window(proc, store)
     # as a terminal would: the signal goes to vnetbench's whole process group, more than once
@@ -388,7 +394,8 @@ def test_a_topology_left_by_a_crash_is_reported_with_its_age_and_replaced_not_du
     assert f"s ago by process {proc.pid}, which is gone" in status.stdout or \
         "left half-built" in status.stdout, status.stdout
     assert "stale" in status.stdout
-    again = start("run", "halo", "--global", "40,40,40", "--steps", "2000", "--topology", "2vm-1vswitch",
+    # alive while its objects are counted (at once when its ranks have started), then run to the end
+    again = start("run", "halo", "--global", "40,40,40", "--steps", "500", "--topology", "2vm-1vswitch",
                   "--ranks", "2", "--store", store)
     ranks_of_new_job(set())
     # one topology, one set of objects: the stale ones were removed before new ones were made

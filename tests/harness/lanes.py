@@ -43,6 +43,12 @@ AWAY = ("tests/slurm", "tests/guest", "tests/apps", "tests/deploy")
 # its minute and a half) and goes first, beside the mpi tier's 2-rank jobs (more than a core); the QEMU guests
 # (more than a core) then meet the faults tier, which waits on the kills and timeouts it provokes
 FIRST = ("tests/mpi", "tests/faults")
+# and the unit tier, pure Python, is shared out: these of its files end the second lane, the others the first, so
+# that both lanes end together. The first lane was the longer by 42 s, the unit tier (one core) running alone at its
+# end, a core idle; these files are about 16 of its 45 CPU-s (ansible-inventory, which reads their inventories, most
+# of it)
+UNIT_AWAY = ("tests/unit/test_inventory.py", "tests/unit/test_inventory_ansible.py",
+             "tests/unit/test_inventory_launch.py")
 WHEELHOUSE = ROOT / ".test-wheelhouse"
 # each lane's tiers as its pytest began them (tests/harness/tiercost.py), beside the checkout both lanes see
 TIMELINES = {"here": ROOT / ".pytest-tiers-here.log", "sandbox": ROOT / ".pytest-tiers-sandbox.log"}
@@ -142,6 +148,21 @@ def here_tiers() -> list[str]:
     return [tier for tier in FIRST if (ROOT / tier).is_dir()] + rest
 
 
+def here_args() -> list[str]:
+    """The first lane's pytest arguments: its tiers, without the unit tier's files the second lane runs."""
+    return here_tiers() + [f"--ignore={path}" for path in away_unit()]
+
+
+def away_args() -> list[str]:
+    """The second lane's pytest arguments: its tiers, then its share of the unit tier."""
+    return list(AWAY) + away_unit()
+
+
+def away_unit() -> list[str]:
+    """UNIT_AWAY's files that exist (one renamed or removed later leaves the first lane all of its tier)."""
+    return [path for path in UNIT_AWAY if (ROOT / path).is_file()]
+
+
 def pytest(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *args]
 
@@ -238,8 +259,8 @@ def main(args: list[str]) -> int:
         return code
     log = ROOT / ".pytest-away.log"
     started = time.monotonic()
-    print(f"tests: two lanes side by side - {', '.join(AWAY)} in a sandbox of their own (their output: {log}, "
-          f"shown when both have ended), the other tiers here", file=sys.stderr, flush=True)
+    print(f"tests: two lanes side by side - {', '.join(away_args())} in a sandbox of their own (their output: "
+          f"{log}, shown when both have ended), the other tiers here", file=sys.stderr, flush=True)
     sys.path.insert(0, str(ROOT / "tests"))
     from harness import ansible_run, hoststate, tiercost
 
@@ -257,13 +278,13 @@ def main(args: list[str]) -> int:
     scratch = scratch_root()  # the here lane's (the sandbox lane's /tmp is a tmpfs of its own)
     here = None
     with open(log, "w") as out:
-        away = subprocess.Popen(sandboxed(pytest(list(AWAY)), cgroups + meter.folders("sandbox"), hold), stdout=out,
+        away = subprocess.Popen(sandboxed(pytest(away_args()), cgroups + meter.folders("sandbox"), hold), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, ansible_run.PREPARED: str(WHEELHOUSE), **shared,
                                      tiercost.TIMELINE: str(TIMELINES["sandbox"]),
                                      tiercost.COSTS: str(COSTS["sandbox"])})
         try:
-            here = subprocess.call(joined(pytest([f"--basetemp={scratch}", *here_tiers()]), meter.folders("here")),
+            here = subprocess.call(joined(pytest([f"--basetemp={scratch}", *here_args()]), meter.folders("here")),
                                    env={**os.environ, tiercost.TIMELINE: str(TIMELINES["here"]),
                                         tiercost.COSTS: str(COSTS["here"])})
             away_code = away.wait()
@@ -283,7 +304,8 @@ def main(args: list[str]) -> int:
                     hold.rmdir()
                 except OSError:
                     pass
-    print(f"\n---- the second lane ({', '.join(AWAY)}), in its sandbox ----", flush=True)
+    print(f"\n---- the second lane ({', '.join(AWAY)} and {len(away_unit())} files of tests/unit), in its sandbox "
+          f"----", flush=True)
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"\ntests: both lanes ended in {time.monotonic() - started:.0f} s (exit {here} here, {away_code} in the "
           f"sandbox)", flush=True)

@@ -118,7 +118,8 @@ PME = [*SMALL[:2], "--steps", "40", "--rebuild-every", "10", "--thermo-every", "
 @pytest.fixture(scope="module")
 def pme_runs(tmp_path_factory):
     out = {}
-    for ranks, extra in ((1, []), (2, []), (4, []), ("2 every 2", ["--pme-every", "2"])):
+    for ranks, extra in ((1, []), (2, []), (4, []), ("2 every 2", ["--pme-every", "2"]),
+                         ("2 c2c", ["--pme-fft", "c2c"])):
         n = ranks if isinstance(ranks, int) else 2
         done, record = direct_launch("md", n, [*PME, *extra], tmp_path_factory.mktemp(f"pme{n}"))
         assert done.returncode == 0, done.stderr[-3000:]
@@ -129,7 +130,7 @@ def pme_runs(tmp_path_factory):
 def test_pme_gives_the_same_energies_at_one_two_and_four_ranks(pme_runs):
     energies = {ranks: np.array([[row["pe"], row["ke"], row["coul"]] for row in record["metrics"]["thermo"]])
                 for ranks, record in pme_runs.items()}
-    for ranks in (2, 4):
+    for ranks in (2, 4, "2 c2c"):  # LAMMPS's FFT scheme too: the same sum, other messages
         assert np.allclose(energies[ranks], energies[1], rtol=AGREE, atol=0), (energies[ranks], energies[1])
     # the charges do something: the Coulomb energy is a real part of the potential, and it moves as the lattice melts
     assert energies[1][0, 2] < -0.5 and abs(energies[1][-1, 2] - energies[1][0, 2]) > 1e-3
@@ -137,13 +138,13 @@ def test_pme_gives_the_same_energies_at_one_two_and_four_ranks(pme_runs):
     assert np.allclose(energies["2 every 2"][0], energies[2][0], rtol=AGREE, atol=0)
 
 
-@pytest.mark.parametrize("ranks", [1, 2, 4, "2 every 2"])
+@pytest.mark.parametrize("ranks", [1, 2, 4, "2 every 2", "2 c2c"])
 def test_pme_runs_validate_conserve_and_record_their_phases(pme_runs, ranks):
     record = pme_runs[ranks]
     assert record["status"] == "ok", record["validation"]
     m = record["metrics"]
     assert m["electrostatics"] == "pme" and m["pme_grid"] == [24, 24, 24] and m["pme_order"] == 4
-    assert abs(m["energy_drift"]) < 5e-3
+    assert abs(m["energy_drift"]) < 5e-3 and m["pme_fft"] == ("c2c" if ranks == "2 c2c" else "r2c")
     every = 2 if ranks == "2 every 2" else 1
     assert m["pme_every"] == every and m["pme_evaluations"] == 40 // every
     for phase in ("pme_spread_s", "pme_fft_s", "pme_solve_s", "pme_gather_s"):
@@ -155,5 +156,7 @@ def test_pme_runs_validate_conserve_and_record_their_phases(pme_runs, ranks):
         # forward and back, with a checksum per block
         n = 4 if ranks == 4 else 2
         per_evaluation = 2 * (24 * 24 * 13 * 16 * (n - 1) / n + 8 * (n - 1))
+        if ranks == "2 c2c":  # every kx (24, not 13), and each 3D FFT transposed back: 4 transposes
+            per_evaluation = 4 * (24 * 24 * 24 * 16 * (n - 1) / n + 8 * (n - 1))
         assert m["pme_transpose_bytes"] == pytest.approx(m["pme_evaluations"] * per_evaluation, rel=0.05)
         assert m["pme_halo_bytes"] > 0

@@ -133,6 +133,26 @@ def test_reciprocal_energy_and_forces_converge_to_the_direct_ewald_sum(system):
     assert np.abs(f4 - rec).max() < 2e-2 * np.abs(rec).max()
 
 
+def test_complex_ffts_give_the_real_ones_energy_and_forces(system):
+    # --pme-fft c2c (LAMMPS's scheme: every kx, the product in z-slabs) is the same sum as r2c (GROMACS's, NAMD's)
+    box, x, q, alpha, _, _ = system
+    grid = physics.pme_grid(box.length, 0.12 * CUTOFF)
+    out = {}
+    for fft in ("r2c", "c2c"):
+        pme = Pme(None, None, box, grid, 4, alpha, 0.3, fft)
+        f = np.zeros_like(x)
+        out[fft] = pme.compute(x, q, len(q), f, 1.0, True, 0), f
+        assert pme.kernel.shape == (grid[2], grid[1], grid[0] // 2 + 1 if fft == "r2c" else grid[0])
+    assert out["c2c"][0] == pytest.approx(out["r2c"][0], rel=1e-12)
+    assert np.abs(out["c2c"][1] - out["r2c"][1]).max() < 1e-12 * np.abs(out["r2c"][1]).max()
+    # c2c's spectrum is the whole complex FFT (its kx > nx/2 filled from their mirrors), odd sizes too
+    for odd in ((15, 9, 10), (16, 15, 9)):
+        pme = Pme(None, None, box, odd, 4, alpha, 0.3, "c2c")
+        pme.slab[:] = np.random.default_rng(1).normal(size=pme.slab.shape)
+        full = np.fft.fftn(pme.slab)
+        assert np.abs(pme._forward() - full).max() < 1e-12 * np.abs(full).max()
+
+
 def test_total_coulomb_energy_and_forces_of_md_match_the_direct_ewald_sum(system):
     box, x, q, alpha, energies, forces = system
     lj, coul, f_md = md_real_space(x, q, box.length, alpha, CUTOFF)
