@@ -7,6 +7,7 @@
 - ``stats``: summaries of repetitions, Welch's t-test, percentage change (pure);
 - ``tables``: the study-shaped tables as data (cells, overhead or N/A, scaling);
 - ``breakdown``: where a headline number comes from, per configuration;
+- ``predictions``: stored predictions (``vnetbench predict``'s records) beside the runs they predict;
 - ``compare``: two stores, configuration by configuration, with verdicts;
 - ``format``: how every number reads; ``render``: a document as data (what every command prints);
   ``report``: records and tables laid out as documents;

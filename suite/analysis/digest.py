@@ -22,7 +22,7 @@ class Digest:
     loaded: Loaded  # the counts: records, not ok, skipped lines, migrated, duplicates
     study: StudyTables
     breakdowns: Breakdowns
-    predictions: object = None  # vnetbench.predict.stored.Predictions: predictions beside the runs they predict
+    predictions: object = None  # vnetbench.analysis.predictions.Predictions: predictions beside the runs they predict
     not_numbers: list[str] = field(default_factory=list)  # "store:line: kernel run R repetition N: name=value"
     profiles: object = None  # profile.view.Profiles: the last profiled records' short rows
     kept: list[dict] = field(default_factory=list)  # the records asked for, in store order
@@ -31,7 +31,7 @@ class Digest:
 def digest(path, option: str = "--store", keep: Callable[[dict], bool] | None = None, whole: bool = False) -> Digest:
     """The store at ``path`` read once. Records for which ``keep`` is true are kept too (trimmed to what
     tables and plots read, or ``whole``): memory then grows with them, so ask only for what is shown."""
-    from vnetbench.predict.stored import Predictions, skipped
+    from .predictions import Predictions, skipped
     from vnetbench.profile.view import Profiles
 
     slim = for_tables()

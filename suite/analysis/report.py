@@ -153,7 +153,7 @@ def _header_lines(context: dict) -> list[str]:
 
 
 def prediction_grids(rows: list[dict]) -> list[Grid]:
-    """``vnetbench predict``'s predictions beside the runs they predict (vnetbench.predict.stored)."""
+    """``vnetbench predict``'s predictions beside the runs they predict (vnetbench.analysis.predictions)."""
     if not rows:
         return []
     headers = ["program", "ranks", "topology", "vs", "predicted %", "measured %", "error pp", "predicted s",

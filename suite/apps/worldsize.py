@@ -8,23 +8,18 @@ wrapper preloads it; ``judge`` reads the files after the job.
 """
 
 import functools
-import hashlib
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vnetbench.core.errors import LaunchError, SpecError
-from vnetbench.core.rundir import cache_dir, private_dir
+from vnetbench.core.errors import SpecError
+from vnetbench.core.shims import compile_cached
 from vnetbench.core.files import open_regular
 
 SOURCE = Path(__file__).with_name("worldsize.c")
 DIR_ENV = "VNETBENCH_WORLD_DIR"  # where the shim writes; the wrapper sets it for the program
 FOLDER = "world"  # in the job's directory
-COMPILE_TIMEOUT = 120
 MAX_FILE = 64 << 10  # a file holds one library version (at most 8 KiB, escaped) and a few numbers
 MAX_FILES = 4096
 
@@ -44,47 +39,8 @@ class Guard:
 def build_guard(cc: str = "cc", cache: Path | None = None) -> Guard:
     """The shim, compiled on first use into the per-user cache; without a C compiler, a Guard saying why there
     is none. Asked once per process: every repetition of a sweep asks, and a compile that failed (up to
-    COMPILE_TIMEOUT) is not tried again for each."""
+    shims.COMPILE_TIMEOUT) is not tried again for each."""
     return Guard(*compile_cached(SOURCE, "worldsize", "the world-size guard", cc=cc, cache=cache))
-
-
-def compile_cached(source_path: Path, stem: str, what: str, *, cc: str = "cc", cache: Path | None = None,
-                   flags: tuple = ()) -> tuple[str | None, str | None]:
-    """(path, None) of the shared object built from ``source_path`` with ``cc`` into the per-user cache, named
-    ``stem`` and the hash of its source and flags (atomically: a temp file, then rename), or (None, why not).
-    ``what`` names it in the reason. The world-size guard's and the profiler's shims are built here."""
-    source = source_path.read_bytes()
-    cache = cache or cache_dir(make=False)
-    digest = hashlib.sha256(source + repr(flags).encode()).hexdigest()[:16] if flags else \
-        hashlib.sha256(source).hexdigest()[:16]
-    target = cache / f"{stem}-{digest}.so"
-    if target.is_file():
-        return str(target), None
-    compiler = shutil.which(cc)
-    if compiler is None:
-        return None, f"no C compiler ({cc}) on PATH to build {what}"
-    try:
-        for folder in (cache.parent, cache):
-            private_dir(folder)
-    except (OSError, LaunchError) as exc:
-        return None, f"cannot create {cache}: {exc}"
-    temp = None
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=cache)
-        os.close(fd)
-        done = subprocess.run([compiler, *flags, "-shared", "-fPIC", "-O2", "-o", temp, str(source_path), "-ldl"],
-                              capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
-        if done.returncode != 0:
-            error = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            return None, f"{compiler} could not build {what}: {error[:300]}"
-        os.chmod(temp, 0o755)
-        os.replace(temp, target)  # concurrent builders each rename a whole file
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{compiler} could not build {what}: {exc}"
-    finally:
-        if temp and os.path.exists(temp):
-            os.unlink(temp)
-    return str(target), None
 
 
 def read_worlds(job_dir) -> list[dict]:

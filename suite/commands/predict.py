@@ -27,17 +27,18 @@ def register(sub):
 
 def handle(args) -> int:
     from vnetbench.core.store import Store
-    from vnetbench.predict import forecast, paths, stored
+    from vnetbench.analysis import predictions
+    from vnetbench.predict import forecast, paths
 
     store = Store(args.store)
     records = store.read() if store.path.is_file() else []
     record = forecast.profile_record(records, args.profile, args.store)
     forecast.check_identity(record, args.program, args.ranks)
-    target = paths.load(common.topology_arg(args))
-    trace = forecast.load_trace(record, store.path)
+    target = paths.load_topology(common.topology_arg(args))
+    trace = forecast.whole_trace(record, store.path)
     result = forecast.predict(records, record, target, trace)
     if not args.no_record:
-        store.append(stored.prediction_record(record, target, result))
+        store.append(predictions.prediction_record(record, target, result))
     print(json.dumps(result, sort_keys=True) if args.json else text(result))
     return 0
 

@@ -11,10 +11,12 @@ why).
 import json
 from collections import namedtuple
 
-from vnetbench import engine, topologies
+from vnetbench import topologies
 from vnetbench.core.errors import UsageError, VnetbenchError
 from vnetbench.core.store import append_or_show
 from vnetbench.topologies.base import BatchItem
+
+from .runs import BATCH_COMMAND, failure, request, run_once, topology_ref
 
 
 class PlannedRun(namedtuple("PlannedRun", "topology ranks repetition bind workload", defaults=(None,))):
@@ -88,7 +90,7 @@ def run_all(plan: Plan, store, *, fail_fast: bool = False, on_bringup=None, on_s
     if batches and plan.profiling is not None:
         raise UsageError(f"--profile: not yet with {', '.join(batches)}'s batch jobs; run inside an allocation")
     for batch, items in batches.values():
-        records += batch.sweep(items, command=engine.BATCH_COMMAND, store=store, launcher=plan.launcher,
+        records += batch.sweep(items, command=BATCH_COMMAND, store=store, launcher=plan.launcher,
                                resume=plan.resume, on_start=_to_job(on_start), on_finish=_to_job(on_finish), say=say)
     # topology name -> its realised topology (False: it could not come up), its launch specs by rank count; the
     # configurations warmed up
@@ -151,10 +153,9 @@ def _warm_up(plan: Plan, realised, specs: dict, job: PlannedRun, say) -> None:
 
 def _item(plan: Plan, job: PlannedRun, topology) -> BatchItem:
     """``job`` as a batch job's run: one repetition, found again on --resume by its configuration and repetition."""
-    request = engine.request(plan.workload, job.ranks, 1, timeout=plan.timeout, bind=plan.bind,
-                             rank_options=plan.run_options, launcher=plan.launcher,
-                             topology=engine.topology_ref(topology, job.topology))
-    return BatchItem(topology=topology, request=request, ranks=job.ranks, repetition=job.repetition,
+    asked = request(plan.workload, job.ranks, 1, timeout=plan.timeout, bind=plan.bind, rank_options=plan.run_options,
+                    launcher=plan.launcher, topology=topology_ref(topology, job.topology))
+    return BatchItem(topology=topology, request=asked, ranks=job.ranks, repetition=job.repetition,
                      key=json.dumps([list(map(str, plan.key(job))), job.repetition]),
                      label=job.describe(plan.kernel, plan.repeat), job=job)
 
@@ -172,7 +173,7 @@ def _run(plan: Plan, up, specs: dict, job: PlannedRun, profiled: bool = True) ->
             specs[job.ranks] = up.launch(job.ranks, plan.bind)
         workload = job.workload or plan.workload
         timeout = plan.timeout or workload.default_timeout(job.ranks)
-        return engine.run_once(workload, up, specs[job.ranks], job.ranks, job.repetition, timeout,
+        return run_once(workload, up, specs[job.ranks], job.ranks, job.repetition, timeout,
                                plan.launcher, bind=plan.bind, rank_options=plan.run_options,
                                profiling=plan.profiling if profiled else None, echo=plan.echo,
                                on_launch=plan.on_launch)
@@ -181,7 +182,7 @@ def _run(plan: Plan, up, specs: dict, job: PlannedRun, profiled: bool = True) ->
 
 
 def _failure(plan: Plan, job: PlannedRun, topology: dict, detail: str) -> dict:
-    return engine.failure(job.workload or plan.workload, job.ranks, job.repetition, topology, detail, bind=job.bind,
+    return failure(job.workload or plan.workload, job.ranks, job.repetition, topology, detail, bind=job.bind,
                           rank_options=plan.run_options)
 
 

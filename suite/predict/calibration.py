@@ -156,7 +156,7 @@ def freshness(record: dict, topology) -> str | None:
     return None
 
 
-def find(records: list[dict], topology, mpi: str | None = None) -> tuple[dict | None, str | None]:
+def find_calibration(records: list[dict], topology, mpi: str | None = None) -> tuple[dict | None, str | None]:
     """(the newest fresh calibration of ``topology`` whose MPI is ``mpi`` (None: any), None); else (None, why not):
     None when there is no calibration of a topology of that name at all, a sentence when there are only stale
     ones (another spec, a spec file changed since, another MPI)."""

@@ -65,12 +65,11 @@ def events_of(trace) -> tuple[list[list], list[float]]:
     return [trace.events(rank) for rank in range(trace.ranks)], [float(e) for e in trace.elapsed]
 
 
-def load_trace(record: dict, store):
-    try:
-        from vnetbench.profile import trace as reader
-    except ImportError:
-        raise UsageError("--profile: this vnetbench cannot read traces (vnetbench.profile is missing)") from None
-    trace = reader.load(record, store)
+def whole_trace(record: dict, store):
+    """The trace of ``record``'s run (``profile.trace``); UsageError when it is truncated (its size cap was hit)."""
+    from vnetbench.profile import trace as reader
+
+    trace = reader.load_trace(record, store)
     if trace.truncated:
         raise UsageError(f"--profile: the trace of run {record['run_id']} is truncated (its size cap was hit); "
                          f"profile a shorter run")
@@ -101,7 +100,7 @@ def base_topology(record: dict):
 def costs_for(topology, ranks: int, records: list[dict], mpi: str | None, what: str) -> model.Costs:
     """The costs of ``topology``: its own fresh calibration, else extrapolated from others; exit 2 when a calibration
     of it is stale, or nothing covers a path."""
-    own, stale = calibration.find(records, topology, mpi)
+    own, stale = calibration.find_calibration(records, topology, mpi)
     if stale:
         raise UsageError(f"{what}: {stale}; run vnetbench calibrate --topology {topology.name} again")
     others = calibration.usable(records, mpi, exclude=topology.name)
@@ -138,7 +137,7 @@ def predict(records: list[dict], record: dict, target, trace, *, mpi: str | None
         "overhead_pct": 100.0 * delta / measured if measured > 0 else None,
         "replay": {"topology_s": target_s, "baseline_s": base_s,
                    "self_error_pct": 100.0 * (base_s - measured) / measured if measured > 0 else None},
-        "breakdown": breakdown(target_costs, target_stats, base_stats, ranks),
+        "breakdown": _breakdown(target_costs, target_stats, base_stats, ranks),
         "paths": {key: {"describe": p.describe(), "how": target_costs.notes.get(key)}
                   for key, p in paths.kinds(target, ranks).items()},
         "rests_on": {"topology": target_costs.rests_on, "baseline": base_costs.rests_on},
@@ -148,7 +147,7 @@ def predict(records: list[dict], record: dict, target, trace, *, mpi: str | None
     }
 
 
-def breakdown(costs, stats, base_stats, ranks: int) -> dict:
+def _breakdown(costs, stats, base_stats, ranks: int) -> dict:
     """Which calls, how many bytes, over which path, how much overlapped with computation - on the target, with
     each call's seconds on the baseline beside."""
     calls = {}

@@ -111,7 +111,7 @@ def representatives(topology) -> dict[str, tuple[int, Path]]:
     return found
 
 
-def load(ref: str):
+def load_topology(ref: str):
     """The topology ``ref`` names, as ``--topology`` loads it; a topology file that this host cannot build (VMs
     larger than its cpus or memory) is read by the spec model alone (names, switches, uplinks, placement are
     checked; sizes are not fitted to this host): its paths are known, it is never brought up."""

@@ -65,7 +65,7 @@ def prepare(mode: str | None, store=None) -> Profiling | None:
     check_mode(mode)
     if mode == "trace" and store is None:
         raise UsageError("--profile trace: the trace is kept beside a results store; give --store")
-    from vnetbench.apps.worldsize import compile_cached
+    from vnetbench.core.shims import compile_cached
 
     shim, reason = compile_cached(SOURCE, "profile", "the MPI profiler's interposer", flags=FLAGS)
     if shim is None:

@@ -54,7 +54,7 @@ def read_ranks(job_dir) -> list[dict]:
     return out
 
 
-def summarise(ranks: list[dict], world: int) -> dict:
+def summarise_ranks(ranks: list[dict], world: int) -> dict:
     """The record's ``profile`` (without mode, interposer and trace) from the ranks' summaries, for a job of
     ``world`` ranks."""
     known = [r for r in ranks if not r.get("unsupported") and 0 <= r["rank"] < world and r.get("size") == world]
@@ -177,7 +177,7 @@ COVERS = ("MPI_Init*, MPI_Finalize; point to point: blocking, nonblocking, synch
 
 def observe(profiling, job_dir, world: int, run_id: str) -> dict:
     """The record's ``profile`` of a job that ran with ``profiling`` (a ``Profiling``)."""
-    summary = summarise(read_ranks(job_dir), world)
+    summary = summarise_ranks(read_ranks(job_dir), world)
     out = {"mode": profiling.mode, "interposer": {**profiling.describe(), "covers": COVERS}, **summary}
     if profiling.mode == "trace" and summary["status"] != "unavailable":
         try:

@@ -1,6 +1,6 @@
 """The profiler's event trace (``--profile trace``): its format and its reader.
 
-``load(path_or_record, store=None) -> Trace``; ``Trace.ranks``, ``Trace.truncated``, ``Trace.elapsed[rank]``,
+``load_trace(path_or_record, store=None) -> Trace``; ``Trace.ranks``, ``Trace.truncated``, ``Trace.elapsed[rank]``,
 ``Trace.events(rank) -> list[Event]`` (time order). A truncated or corrupt file raises ``TraceError`` (a
 ``UsageError``: one line, exit 2). ``python -m vnetbench.profile.trace FILE`` prints a file's outline.
 
@@ -157,7 +157,7 @@ def trace_path(path_or_record, store=None) -> Path:
     return Path(path_or_record)
 
 
-def load(path_or_record, store=None) -> Trace:
+def load_trace(path_or_record, store=None) -> Trace:
     """The trace at a path, or of a record (``store``: the store it came from)."""
     path = trace_path(path_or_record, store)
     try:
@@ -195,7 +195,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m vnetbench.profile.trace FILE", file=sys.stderr)
         return 2
     try:
-        trace = load(argv[0])
+        trace = load_trace(argv[0])
         print(f"{trace.path}: {trace.ranks} ranks{', truncated' if trace.truncated else ''}")
         for rank in range(trace.ranks):
             events = trace.events(rank)

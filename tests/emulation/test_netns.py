@@ -59,10 +59,10 @@ def calibrated_uplink(store) -> float:
     assert cal["allreduce"]["2"]["path"] == "uplink/netns/bridge/1gbit" and len(cal["allreduce"]["2"]["sizes"]) == 18
     # tied to the spec: fresh for 2vm-2vswitch as it is, stale for the same name with another uplink rate
     topology = topologies.load("2vm-2vswitch")
-    assert calibration.find([record], topology, cal["mpi"]) == (record, None)
+    assert calibration.find_calibration([record], topology, cal["mpi"]) == (record, None)
     other = topology.model_copy(update={"switches": [sw.model_copy(update={"uplink": sw.uplink.model_copy(
         update={"rate": 10**10})}) for sw in topology.switches]})
-    found, why = calibration.find([record], other, cal["mpi"])
+    found, why = calibration.find_calibration([record], other, cal["mpi"])
     assert found is None and "stale" in why
     return uplink["sizes"][-1]["bandwidth_mbps"]
 

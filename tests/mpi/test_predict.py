@@ -36,7 +36,7 @@ def test_native_predicted_from_its_own_calibration_lands_on_native(tmp_path):
 
     from vnetbench.profile import trace as reader
 
-    trace = reader.load(profiled, store)
+    trace = reader.load_trace(profiled, store)
     measured = max(trace.elapsed)
     assert p["baseline_elapsed_s"] == pytest.approx(measured)
     in_mpi = [sum(e.t1 - e.t0 for e in trace.events(r)) for r in range(trace.ranks)]

@@ -119,7 +119,7 @@ def assert_halo_profile(record: dict, typed: list[str], library: str, store) -> 
             assert _peer(rank, peer, "sent") == expect == _peer(rank, peer, "received"), (index, who)
     kept = profile["trace"]
     assert kept["path"].endswith(".trace.gz") and not kept["truncated"] and kept["bytes"] > 0
-    got = trace.load(record, store)
+    got = trace.load_trace(record, store)
     assert got.ranks == 2 and not got.truncated and all(e > 0 for e in got.elapsed)
     assert sum(len(got.events(rank)) for rank in range(2)) == kept["events"]
     for rank in range(2):

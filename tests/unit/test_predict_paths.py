@@ -5,7 +5,7 @@ from vnetbench.predict import paths
 
 
 def keys(ref, ranks):
-    return {pair: path.key for pair, path in paths.classify(paths.load(ref), ranks).items()}
+    return {pair: path.key for pair, path in paths.classify(paths.load_topology(ref), ranks).items()}
 
 
 def test_presets():
@@ -21,8 +21,8 @@ def test_presets():
 
 
 def test_what_calibrate_measures():
-    assert {k: v[0] for k, v in paths.representatives(paths.load("native")).items()} == {"host": 2}
-    assert {k: v[0] for k, v in paths.representatives(paths.load("2vm-2vswitch")).items()} == {
+    assert {k: v[0] for k, v in paths.representatives(paths.load_topology("native")).items()} == {"host": 2}
+    assert {k: v[0] for k, v in paths.representatives(paths.load_topology("2vm-2vswitch")).items()} == {
         "uplink/netns/bridge/1gbit": 2}
 
 
@@ -47,6 +47,6 @@ placement: round-robin
     assert found[(0, 4)] == "vm/netns"  # round-robin: ranks 0 and 4 on h1
     assert found[(0, 1)] == "uplink/netns/bridge/10gbit"
     assert found[(0, 2)] == "uplink/netns/bridge+ovs-netdev/1gbit+50us"  # the slower uplink, both delays
-    path = paths.classify(paths.load(str(spec)), 8)[(1, 2)]
+    path = paths.classify(paths.load_topology(str(spec)), 8)[(1, 2)]
     assert (path.kind, path.rate, path.delay_us, path.switch_kinds) == ("uplink", 10**9, 50, ("bridge", "ovs-netdev"))
     assert path.describe() == "across uplinks at 1gbit +50 us (bridge/ovs-netdev)"

@@ -121,7 +121,7 @@ def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one():
     measured = calibration("2vm-2vswitch", {"uplink/netns/bridge/1gbit": uplink}, {})
     one_switch = calibration("2vm-1vswitch", {"switch/netns/bridge": switch}, {})
     measured["run_id"], one_switch["run_id"] = "up1g", "sw"
-    target = paths.load(str(_ten_gbit()))
+    target = paths.load_topology(str(_ten_gbit()))
     costs_ = model.Costs(target, 2, None, [measured, one_switch])
     assert costs_.extrapolated and costs_.rests_on == ["up1g", "sw"]
     oneway, occupancy, key = costs_.p2p(0, 1, 1 << 20)
@@ -151,7 +151,7 @@ def _ten_gbit():
 
 
 def test_no_calibration_of_a_switch_kind_is_refused():
-    target = paths.load("switch:ovs:2vm-1vswitch")
+    target = paths.load_topology("switch:ovs:2vm-1vswitch")
     with pytest.raises(model.CalibrationError, match="switch/netns/ovs-auto"):
         model.Costs(target, 2, None, [calibration()])
 
@@ -174,7 +174,7 @@ def test_a_shaped_uplink_passes_its_burst_then_waits_for_tokens():
                                                                        "bandwidth_mbps": 118.0}]
     own = calibration("2vm-2vswitch", {"uplink/netns/bridge/1gbit": {"sizes": uplink, "rate_bps": 10**9}}, {})
     switch = calibration("2vm-1vswitch", {"switch/netns/bridge": {"sizes": flat}}, {})
-    costs_ = model.Costs(paths.load("2vm-2vswitch"), 2, own, [switch])
+    costs_ = model.Costs(paths.load_topology("2vm-2vswitch"), 2, own, [switch])
     assert costs_.buckets["uplink/netns/bridge/1gbit"] == (125e6, 250_000)
     r0 = [Event("MPI_Isend", 0.0, 0.0, sends=((1, 100_000, 0, i),)) for i in range(3)]
     r0.append(Event("MPI_Waitall", 0.0, 0.0, completes=tuple((i, -1, 0) for i in range(3))))

@@ -1,4 +1,4 @@
-"""``report`` shows a stored prediction beside the runs it predicts (vnetbench.predict.stored), and leaves
+"""``report`` shows a stored prediction beside the runs it predicts (vnetbench.analysis.predictions), and leaves
 calibrations and predictions out of the study's tables."""
 
 import json

@@ -37,7 +37,7 @@ def two_ranks():
 def test_a_trace_reads_back_event_by_event(tmp_path):
     path = tmp_path / "t.trace.gz"
     trace.pack(two_ranks(), path)
-    got = trace.load(path)
+    got = trace.load_trace(path)
     assert got.ranks == 2 and not got.truncated and got.elapsed == [1.5, 1.5]
     first, reduced = got.events(0)
     assert first == trace.Event("MPI_Send", 0.1, 0.2, ((1, 800, 7, -1),), (), (), None, 0, -1)
@@ -51,15 +51,15 @@ def test_a_record_names_its_trace_relative_to_the_store(tmp_path):
     (tmp_path / "r.jsonl.profiles").mkdir()
     trace.pack(two_ranks(), tmp_path / "r.jsonl.profiles" / "x.trace.gz")
     record = {"run_id": "x", "profile": {"trace": {"path": "r.jsonl.profiles/x.trace.gz"}}}
-    assert trace.load(record, store).ranks == 2
+    assert trace.load_trace(record, store).ranks == 2
     with pytest.raises(trace.TraceError, match="no trace"):
-        trace.load({"run_id": "y", "profile": {"mode": "summary"}}, store)
+        trace.load_trace({"run_id": "y", "profile": {"mode": "summary"}}, store)
 
 
 def test_a_truncated_flag_is_read(tmp_path):
     blobs = [rank_blob(0, 1, [], truncated=True)]
     trace.pack(blobs, tmp_path / "t.gz")
-    got = trace.load(tmp_path / "t.gz")
+    got = trace.load_trace(tmp_path / "t.gz")
     assert got.truncated and got.dropped == [3]
 
 
@@ -72,7 +72,7 @@ def test_a_cut_or_corrupt_file_is_refused(tmp_path, damage, phrase):
     trace.pack(two_ranks(), path)
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(trace.TraceError, match=phrase) as caught:
-        trace.load(path)
+        trace.load_trace(path)
     assert isinstance(caught.value, UsageError) and "\n" not in str(caught.value)
 
 
@@ -86,7 +86,7 @@ def test_a_whole_gzip_with_a_bad_rank_part_is_refused(tmp_path, blobs, phrase):
     path = tmp_path / "t.gz"
     trace.pack(blobs, path)
     with pytest.raises(trace.TraceError, match=phrase):
-        trace.load(path)
+        trace.load_trace(path)
 
 
 def test_parts_cut_inside_the_container_are_refused(tmp_path):
@@ -95,7 +95,7 @@ def test_parts_cut_inside_the_container_are_refused(tmp_path):
     with gzip.open(path, "wb") as out:
         out.write(trace.MAGIC + struct.pack("<II", 1, 2) + struct.pack("<Q", len(blob)) + blob)
     with pytest.raises(trace.TraceError, match="cut short"):
-        trace.load(path)
+        trace.load_trace(path)
 
 
 def rank_file(rank, size=2, **extra):
@@ -107,7 +107,7 @@ def rank_file(rank, size=2, **extra):
 
 
 def test_the_summary_of_whole_ranks():
-    got = collect.summarise([rank_file(0), rank_file(1)], 2)
+    got = collect.summarise_ranks([rank_file(0), rank_file(1)], 2)
     assert got["status"] == "ok" and got["ranks_profiled"] == 2 and got["mpi_pct"] == 25.0
     assert got["calls"]["MPI_Send"] == {"calls": 8, "bytes": 8000, "seconds": 0.5}
     assert got["collectives"] == [{"call": "MPI_Allreduce", "comm_size": 2, "calls": 4, "bytes": 32, "seconds": 0.5}]
@@ -116,20 +116,20 @@ def test_the_summary_of_whole_ranks():
 
 
 def test_a_missing_rank_makes_the_profile_incomplete_and_none_unavailable():
-    got = collect.summarise([rank_file(0)], 2)
+    got = collect.summarise_ranks([rank_file(0)], 2)
     assert got["status"] == "incomplete" and got["missing_ranks"] == [1] and "1 of 2 ranks" in got["reason"]
-    none = collect.summarise([], 2)
+    none = collect.summarise_ranks([], 2)
     assert none["status"] == "unavailable" and "did not call MPI_Init" in none["reason"]
-    other = collect.summarise([rank_file(0, 1)], 2)
+    other = collect.summarise_ranks([rank_file(0, 1)], 2)
     assert other["status"] == "unavailable" and "world of 1, not 2" in other["reason"]
-    unknown = collect.summarise([{"rank": -1, "size": -1, "unsupported": "the MPI library's ABI is not one the "
+    unknown = collect.summarise_ranks([{"rank": -1, "size": -1, "unsupported": "the MPI library's ABI is not one the "
                                   "profiler knows", "library": "SomeMPI 1.0"}], 2)
     assert unknown["status"] == "unavailable" and "SomeMPI" in unknown["reason"]
 
 
 def test_peers_past_the_bound_are_summed_as_other():
     sent = {str(peer): [[7, 1, 10 * peer]] for peer in range(1, 20)}
-    got = collect.summarise([rank_file(0, 20, sent=sent)], 20)
+    got = collect.summarise_ranks([rank_file(0, 20, sent=sent)], 20)
     peers = got["ranks"][0]["peers"]
     assert len(peers) == collect.MAX_PEERS + 1 and peers["other"]["peers"] == 19 - collect.MAX_PEERS
     assert "19" in peers and "1" not in peers  # the peers sent the most bytes are named
