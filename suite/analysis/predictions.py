@@ -14,6 +14,16 @@ from vnetbench.core.records import make_record
 KERNEL = "prediction"
 
 
+def workload_of(record: dict) -> str:
+    """A record's program, as ``--program`` names it: a kernel's or an application's name, or an exec'd program's
+    basename."""
+    app = record.get("app")
+    if isinstance(app, dict) and isinstance(app.get("argv"), list) and app["argv"] and record["kernel"] in (
+            "exec", "program"):
+        return str(app["argv"][0]).rsplit("/", 1)[-1]
+    return record["kernel"]
+
+
 def prediction_record(profile: dict, target, result: dict) -> dict:
     """The stored form of ``predict``'s ``result`` for ``profile``'s program on ``target``."""
     return make_record(kernel=KERNEL, params={"program": result["program"], "profile": result["profile"]},
@@ -37,7 +47,6 @@ class Predictions:
         self.times: dict[tuple, list[float]] = {}
 
     def add(self, record: dict) -> None:
-        from .forecast import workload_of
 
         if record.get("kernel") == KERNEL and isinstance(record.get("prediction"), dict):
             p = record["prediction"]

@@ -7,19 +7,10 @@ elapsed time. The replay of the profile's own topology against its measured elap
 self-consistency (``self_error_pct``): what the model misses of the program's own communication.
 """
 
+from vnetbench.analysis.predictions import workload_of
 from vnetbench.core.errors import SpecError, UsageError
 
 from . import calibration, model, paths, replay
-
-
-def workload_of(record: dict) -> str:
-    """A record's program, as ``--program`` names it: a kernel's or an application's name, or an exec'd program's
-    basename."""
-    app = record.get("app")
-    if isinstance(app, dict) and isinstance(app.get("argv"), list) and app["argv"] and record["kernel"] in (
-            "exec", "program"):
-        return str(app["argv"][0]).rsplit("/", 1)[-1]
-    return record["kernel"]
 
 
 def profile_record(records: list[dict], run_id: str, store: str) -> dict:
