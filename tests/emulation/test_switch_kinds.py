@@ -81,7 +81,10 @@ def _ours(snap: dict, ids: set[str]) -> dict:
 
 
 def _own_daemons() -> list[str]:
-    found = subprocess.run(["pgrep", "-a", "-f", str(OWN_OVS)], capture_output=True, text=True).stdout
+    """vnetbench's own OVS daemons of this network namespace (the guest tier's, in the other lane's sandbox, are its
+    own: a namespace of their own, their files in its own /run/vnetbench)."""
+    found = subprocess.run(["pgrep", "--nslist", "net", "--ns", str(os.getpid()), "-a", "-f", str(OWN_OVS)],
+                           capture_output=True, text=True).stdout
     return found.splitlines()
 
 

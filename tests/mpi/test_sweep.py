@@ -154,7 +154,7 @@ def test_default_sweep_runs_end_to_end_at_tiny_sizes(store):
 
 @pytest.mark.timeout(300)
 def test_the_studys_warm_up_runs_before_each_configuration_and_is_not_stored(store):
-    study = studies.quick(usable_cpus())
+    study = studies.get("quick", usable_cpus())
     assert study.warmup == 1
     tiny = {"halo": ["--steps", "5", "--global", "12,12,12"],
             "md": ["--steps", "5", "--cells", "8"]}.get(study.kernel, TINY_ALLREDUCE)

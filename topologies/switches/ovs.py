@@ -98,7 +98,18 @@ def _running(pid: int, comm: str) -> bool:
 
 
 def _vswitchds() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _running(int(entry), "ovs-vswitchd")]
+    """The ovs-vswitchd processes of this network namespace: one in another (a container's, a sandbox's, its own
+    database and ports there) is not this host's switch, and says nothing of the OVS vnetbench may use here."""
+    here = _netns(os.getpid())
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _running(int(entry), "ovs-vswitchd")
+            and _netns(int(entry)) == here]
+
+
+def _netns(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
 
 
 def vsctl(db: str | None, *args: str, wait: bool = True, check: bool = True, timeout: int = 10):
