@@ -132,11 +132,16 @@ class Switch(Spec):
     uplink: Uplink | None = None
 
     @model_validator(mode="after")
-    def _datapath_is_ovs(self):
-        if self.datapath is not None and self.kind != "ovs":
-            raise ValueError(f"datapath: only for kind: ovs (this switch is kind: {self.kind})")
-        if self.kind == "ovs" and self.datapath is None:
-            object.__setattr__(self, "datapath", "auto")
+    def _datapath_of_its_kind(self):
+        # a kind whose driver has datapaths (Open vSwitch's) takes one, its first (auto) by default; others none
+        from .. import switches
+
+        default = switches.driver(self.kind).datapath_default
+        if self.datapath is not None and default is None:
+            having = [name for name in switches.names() if switches.driver(name).datapath_default]
+            raise ValueError(f"datapath: only for kind: {', '.join(having)} (this switch is kind: {self.kind})")
+        if self.datapath is None and default is not None:
+            object.__setattr__(self, "datapath", default)
         return self
 
 

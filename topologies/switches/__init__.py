@@ -72,6 +72,8 @@ class Driver:
     host_side = True
     # is the switch a Linux bridge, on which the head's address can sit itself?
     is_bridge = False
+    # the datapath a switch of this kind takes when its spec names none (None: the kind has no datapaths)
+    datapath_default = None
     # can a QEMU guest's link (``tap_lines``) be put on it, and if not why
     takes_guests = True
     takes_guests_not = ""

@@ -237,6 +237,7 @@ def _ethtool_tx_off(dev: str, netns: str | None = None) -> None:
 
 @KINDS.register("ovs")
 class OVS(Driver):
+    datapath_default = "auto"  # the kernel's where its openvswitch module is loaded, else the userspace one
 
     @classmethod
     def require(cls, topology, index):
