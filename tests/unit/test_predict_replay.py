@@ -112,7 +112,7 @@ def test_the_curve_interpolates_log_log_and_extends_at_the_last_bandwidth():
     assert curve.occupancy(16) == pytest.approx(16 / 2.5e6)
 
 
-def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one():
+def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one(tmp_path):
     uplink = {"sizes": [{"bytes": 8, "oneway_us": 20.0, "bandwidth_mbps": 1.0},
                         {"bytes": 1 << 20, "oneway_us": 9000.0, "bandwidth_mbps": 118.0}],
               "rate_bps": 1_000_000_000, "delay_us": 0}
@@ -121,7 +121,7 @@ def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one():
     measured = calibration("2vm-2vswitch", {"uplink/netns/bridge/1gbit": uplink}, {})
     one_switch = calibration("2vm-1vswitch", {"switch/netns/bridge": switch}, {})
     measured["run_id"], one_switch["run_id"] = "up1g", "sw"
-    target = paths.load_topology(str(_ten_gbit()))
+    target = paths.load_topology(str(_ten_gbit(tmp_path)))
     costs_ = model.Costs(target, 2, None, [measured, one_switch])
     assert costs_.extrapolated and costs_.rests_on == ["up1g", "sw"]
     oneway, occupancy, key = costs_.p2p(0, 1, 1 << 20)
@@ -139,11 +139,8 @@ def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one():
     assert costs_.allreduce((0, 1), 8) == pytest.approx(sum(costs_.p2p(0, 1, 8)[:2]))
 
 
-def _ten_gbit():
-    import tempfile
-    from pathlib import Path
-
-    path = Path(tempfile.mkdtemp(prefix="vnetbench-test-")) / "ten.yaml"
+def _ten_gbit(folder):
+    path = folder / "ten.yaml"
     path.write_text("name: ten\nbackend: netns\nswitches:\n  - {name: a, uplink: {rate: 10gbit}}\n"
                     "  - {name: b, uplink: {rate: 10gbit}}\nvms:\n  - {name: h1, vcpus: 1, memory: 1GB, switch: a}\n"
                     "  - {name: h2, vcpus: 1, memory: 1GB, switch: b}\n")
