@@ -42,8 +42,10 @@ os.mkdir(f"/tmp/{tag}-dir")
 os.unlink(old)
 run("ip", "netns", "add", f"{tag}-ns")
 run("ip", "link", "add", f"{tag}a", "type", "veth", "peer", "name", f"{tag}b")
+# its mpirun's session folder (ompi.PID) in the neighbour's own folder: killed, it leaves it behind
 children = [subprocess.Popen([mpirun, "--allow-run-as-root", "-n", "1", "sleep", "600"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env={**os.environ, "TMPDIR": f"/tmp/{tag}-dir"})]
 if qemu:
     children.append(subprocess.Popen([qemu, "-machine", "none", "-nodefaults", "-display", "none",
                                       "-monitor", "none", "-serial", "none"],
