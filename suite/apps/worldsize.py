@@ -8,14 +8,12 @@ wrapper preloads it; ``judge`` reads the files after the job.
 """
 
 import functools
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vnetbench.core.errors import SpecError
 from vnetbench.core.shims import compile_cached
-from vnetbench.core.files import open_regular
+from vnetbench.core.files import read_json_files
 
 SOURCE = Path(__file__).with_name("worldsize.c")
 DIR_ENV = "VNETBENCH_WORLD_DIR"  # where the shim writes; the wrapper sets it for the program
@@ -50,16 +48,7 @@ def read_worlds(job_dir) -> list[dict]:
         names = sorted(name for name in os.listdir(folder) if name.endswith(".json"))[:MAX_FILES]
     except OSError:
         return []
-    out = []
-    for name in names:
-        try:  # names the program's processes chose: a FIFO or device there is refused, not waited on
-            with open_regular(folder / name, name) as handle:
-                seen = json.loads(handle.read(MAX_FILE))
-        except (OSError, ValueError, SpecError):
-            continue
-        if isinstance(seen, dict) and isinstance(seen.get("world"), int):
-            out.append(seen)
-    return out
+    return read_json_files(folder, names, MAX_FILE, "world")
 
 
 @dataclass

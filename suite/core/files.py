@@ -130,3 +130,22 @@ def _check_events(text: str, label: str, what: str, aliases: bool) -> None:
 def one_line(text: str) -> str:
     """``text`` with line breaks and other control characters escaped, for a one-line message."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
+
+
+def read_json_files(folder, names, limit: int, key: str) -> list[dict]:
+    """The JSON objects in ``folder``'s files ``names`` (a job's ranks or processes wrote them), each read up to
+    ``limit`` bytes, those holding an int ``key``; an unreadable, malformed or non-regular file (a FIFO or device
+    the writers chose to leave there is refused, not waited on) is left out."""
+    import json
+
+    out = []
+    for name in names:
+        try:
+            with open_regular(Path(folder) / name, name) as handle:
+                seen = json.loads(handle.read(limit))
+        except (OSError, ValueError, SpecError):
+            continue
+        if isinstance(seen, dict) and isinstance(seen.get(key), int):
+            out.append(seen)
+    return out
+

@@ -8,12 +8,11 @@ an ABI the interposer does not know) gets ``status`` "incomplete" or "unavailabl
 partial profile passed off as whole.
 """
 
-import json
 import os
 from pathlib import Path
 
 from vnetbench.core.errors import SpecError
-from vnetbench.core.files import open_regular
+from vnetbench.core.files import open_regular, read_json_files
 
 from .preload import FOLDER
 
@@ -42,16 +41,7 @@ def read_ranks(job_dir) -> list[dict]:
         names = sorted(name for name in os.listdir(folder) if name.startswith("rank-") and name.endswith(".json"))
     except OSError:
         return []
-    out = []
-    for name in names[:1 << 16]:
-        try:  # names the ranks chose: a FIFO there is refused, not waited on
-            with open_regular(folder / name, name) as handle:
-                seen = json.loads(handle.read(MAX_FILE))
-        except (OSError, ValueError, SpecError):
-            continue
-        if isinstance(seen, dict) and isinstance(seen.get("rank"), int):
-            out.append(seen)
-    return out
+    return read_json_files(folder, names[:1 << 16], MAX_FILE, "rank")
 
 
 def summarise_ranks(ranks: list[dict], world: int) -> dict:
