@@ -1,4 +1,6 @@
-"""OSU-style point-to-point latency (half a round trip) and windowed bandwidth, rank 0 <-> last.
+"""OSU-style point-to-point latency (half a round trip) and windowed bandwidth, rank 0 <-> last; with
+``--bidirectional`` also OSU's bidirectional bandwidth (osu_bibw: both ranks send a window to each other at once,
+the bytes of both directions over the time).
 
 numpy, numba and MPI are imported inside the functions that run on the ranks: the launcher
 imports this module to parse options, and must start fast.
@@ -29,8 +31,13 @@ def add_arguments(parser):
     parser.add_argument("--large-warmup", type=int_range(0, 10**6), default=10)
     parser.add_argument("--window", type=int_range(1, 4096), default=64,
                         help="messages in flight for bandwidth (default 64)")
+    parser.add_argument("--large-window", type=int_range(1, 4096), default=None,
+                        help=f"messages in flight for bandwidth above {LARGE} bytes (default: --window)")
     parser.add_argument("--bw-iterations", type=int_range(1, 10**6), default=100,
                         help="bandwidth windows for small messages (default 100; a fifth above 8 KiB)")
+    parser.add_argument("--bidirectional", action="store_true",
+                        help="also measure bidirectional bandwidth (both ranks send a window at once; bibw_mbps: "
+                             "both directions' bytes over the time, as OSU's osu_bibw)")
     parser.add_argument("--validate", action="store_true", help="check every received payload")
 
 
@@ -38,10 +45,22 @@ def check(params, ranks):
     if ranks < MIN_RANKS:
         raise UsageError(f"--ranks: pingpong needs at least {MIN_RANKS} ranks, got {ranks}")
     check_ladder(params["min_size"], params["max_size"])
-    window_bytes = params["max_size"] * params["window"]
+    window_bytes = _buffer_bytes(params)
     if window_bytes > 8 << 30:
-        raise UsageError(f"--window: {params['window']} x --max-size {params['max_size']} bytes needs "
-                         f"{window_bytes >> 20} MiB per rank; allowed: at most 8192 MiB")
+        raise UsageError(f"--window: {params['window']} (--large-window {_window(params, params['max_size'])}) x "
+                         f"--max-size {params['max_size']} bytes needs {window_bytes >> 20} MiB per rank; allowed: at "
+                         f"most 8192 MiB")
+
+
+def _window(params, size: int) -> int:
+    large = params.get("large_window")
+    return large if size > LARGE and large else params["window"]
+
+
+def _buffer_bytes(params) -> int:
+    """The bandwidth loops' buffer: the largest size's window, or the largest small size's."""
+    big = params["max_size"]
+    return max(big * _window(params, big), min(big, LARGE) * params["window"])
 
 
 def default_timeout(params, ranks):
@@ -69,16 +88,15 @@ def run(comm, params):
     active = rank in (0, last)
     peer = last if rank == 0 else 0
     sizes = ladder(params["min_size"], params["max_size"])
-    window = params["window"]
-    big = params["max_size"]
-    sendbuf = np.zeros(big * window if active else 1, dtype=np.uint8)
-    recvbuf = np.zeros(big * window if active else 1, dtype=np.uint8)
+    sendbuf = np.zeros(_buffer_bytes(params) if active else 1, dtype=np.uint8)
+    recvbuf = np.zeros(_buffer_bytes(params) if active else 1, dtype=np.uint8)
     ack = np.zeros(4, dtype=np.uint8)
     # compiled before the first size, so that no timed loop pays for it
     compiled, loop = _compiled_latency() if active else (None, "none (idle rank)")
     results, bad = [], []
     for size in sizes:
         iters, warm, bw_iters, bw_warm = _counts(params, size)
+        window = _window(params, size)
         comm.Barrier()
         if not active:
             continue
@@ -97,6 +115,14 @@ def run(comm, params):
             got = recvbuf[:size * window].reshape(window, size)
             if not (got == _pattern(size)).all():
                 bad.append(f"bandwidth payload of {size} B corrupted")
+        both = None
+        if params.get("bidirectional"):
+            if params["validate"]:
+                recvbuf[:size * window] = 0
+            both = _bidirectional(comm, peer, sendbuf, recvbuf, size, window, bw_iters, bw_warm, MPI)
+            got = recvbuf[:size * window].reshape(window, size)
+            if params["validate"] and not (got == _pattern(size)).all():
+                bad.append(f"bidirectional payload of {size} B corrupted on rank {rank}")
         if rank == 0:
             half = np.sort(samples) * 1e6 / 2
             results.append({
@@ -107,6 +133,7 @@ def run(comm, params):
                 "latency_p50_us": percentile(half, 0.50),
                 "latency_p99_us": percentile(half, 0.99),
                 "bandwidth_mbps": size * window * bw_iters / elapsed / 1e6,
+                **({"bibw_mbps": 2 * size * window * bw_iters / both / 1e6} if both else {}),
                 "iterations": iters,
                 "warmup": warm,
                 "bw_iterations": bw_iters,
@@ -269,10 +296,27 @@ def _bandwidth(comm, rank, peer, sendbuf, recvbuf, ack, size, window, iters, war
     return elapsed
 
 
+def _bidirectional(comm, peer, sendbuf, recvbuf, size, window, iters, warm, MPI):
+    """Seconds for `iters` windows of `window` messages each way at once (both ranks post their receives and sends,
+    then wait for all), from this rank's clock."""
+    reqs = [comm.Recv_init([recvbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 4) for i in range(window)]
+    reqs += [comm.Send_init([sendbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 4) for i in range(window)]
+    start = 0.0
+    for i in range(warm + iters):
+        if i == warm:
+            start = MPI.Wtime()
+        MPI.Prequest.Startall(reqs)
+        MPI.Request.Waitall(reqs)
+    elapsed = MPI.Wtime() - start
+    for req in reqs:
+        req.Free()
+    return elapsed
+
+
 # --- what report, compare and plots read (kernels/contract.py) ---------------------------
 
 SMOKE = ["--max-size", "4096", "--iterations", "100", "--large-iterations", "10", "--bw-iterations", "5",
-         "--window", "4", "--validate"]
+         "--window", "4", "--large-window", "2", "--bidirectional", "--validate"]
 
 
 def _latency_at(size):
@@ -287,10 +331,18 @@ def _bandwidth_at(size):
     return size_metric("bandwidth_mbps", "bandwidth", "MB/s", "higher")(size)
 
 
+def _bibw_at(size):
+    from .contract import size_metric
+
+    return size_metric("bibw_mbps", "bidirectional bandwidth", "MB/s", "higher")(size)
+
+
 def metrics(m):
     from .contract import per_size
 
-    return per_size(m, "latency_us", _latency_at) + per_size(m, "bandwidth_mbps", _bandwidth_at)
+    both = per_size(m, "bibw_mbps", _bibw_at) if any("bibw_mbps" in r for r in m.get("sizes") or []
+                                                     if isinstance(r, dict)) else []
+    return per_size(m, "latency_us", _latency_at) + per_size(m, "bandwidth_mbps", _bandwidth_at) + both
 
 
 def table(names):

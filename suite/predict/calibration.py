@@ -4,8 +4,10 @@
 ``engine.loop.run_all``, as ``run`` and ``sweep`` do) and, with the engine's own runs of the kernels:
 
 - for each path the topology has from rank 0 (``paths.representatives``: the smallest rank count whose last
-  rank reaches rank 0 over it), pingpong between rank 0 and that rank: the median half round trip and the
-  windowed bandwidth at each size from 8 B to 1 MiB (powers of two), ``repeat`` times, the median of each;
+  rank reaches rank 0 over it), pingpong between rank 0 and that rank: the median half round trip, the
+  windowed bandwidth and the bidirectional bandwidth (both ranks' windows at once: what a path's two ends can
+  carry together, where their CPU, not the wire, is what limits it) at each size from 8 B to 1 MiB (powers of
+  two), ``repeat`` times, the median of each;
 - allreduce at 2 ranks and, with more VMs than 2, at one rank per VM: its time by size, the median over the
   repetitions, with the slowest path between its ranks.
 
@@ -31,7 +33,7 @@ from . import paths
 KERNEL = "calibration"
 # few sizes, few repetitions: a 2-VM topology's calibration takes seconds (benchmarks/predict.py times it)
 PINGPONG = {"min_size": 8, "max_size": 1 << 20, "iterations": 300, "warmup": 30, "large_iterations": 20,
-            "large_warmup": 2, "window": 8, "bw_iterations": 20}
+            "large_warmup": 2, "window": 64, "large_window": 8, "bw_iterations": 20, "bidirectional": True}
 ALLREDUCE = {"min_size": 8, "max_size": 1 << 20, "iterations": 200, "warmup": 20, "large_iterations": 10,
              "large_warmup": 2}
 
@@ -113,8 +115,9 @@ def _ok(records: list[dict], problems: list[str]) -> list[dict]:
 
 
 def _pingpong_table(records, problems) -> list[dict]:
-    rows = _median_rows(_ok(records, problems), ("latency_p50_us", "bandwidth_mbps"))
-    return [{"bytes": r["bytes"], "oneway_us": r["latency_p50_us"], "bandwidth_mbps": r["bandwidth_mbps"]}
+    rows = _median_rows(_ok(records, problems), ("latency_p50_us", "bandwidth_mbps", "bibw_mbps"))
+    return [{"bytes": r["bytes"], "oneway_us": r["latency_p50_us"], "bandwidth_mbps": r["bandwidth_mbps"],
+             **({"bibw_mbps": r["bibw_mbps"]} if "bibw_mbps" in r else {})}
             for r in rows if "latency_p50_us" in r and "bandwidth_mbps" in r]
 
 

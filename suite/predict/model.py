@@ -9,6 +9,20 @@ For a path measured by a calibration (``calibration.path_table``):
   G): ``s / bandwidth(s)``, the windowed bandwidth interpolated over log size, never more than ``oneway(s)`` and,
   on an uplink, never less than its wire time ``s*8/rate`` (a lone message may cross faster, in the shaper's
   burst; a stream leaves at the rate).
+
+- ``endpoint(s)``: how long a message keeps each of its two ends busy - the CPU that copies it and runs the
+  path's protocol stack, shared by everything a rank sends and receives at once: ``s / bibw(s)``, the
+  bidirectional bandwidth (both directions' bytes over the time, both ranks sending at once), never more than
+  ``occupancy(s)`` (one direction streams through one end at least that fast). Where the wire limits a path, both
+  directions stream at once and ``endpoint(s)`` is half the occupancy, which never binds; where the ends' CPU
+  limits it (TCP between two emulated VMs on one host: 1 MiB each way at once took twice as long as one way),
+  messages crossing at once in both directions take turns (``replay``). A calibration without bidirectional
+  bandwidth gives no endpoint cost.
+
+A shaper counts what crosses the wire - every packet's Ethernet, IP and TCP headers with its payload - where
+messages are payload: an uplink's payload leaves at its streamed bandwidth, the calibration's largest size, never
+above the rate (``payload_share``: 1448 of every 1514 bytes at a 1500-byte MTU, 0.956; less when the path's own
+CPU cost, not its shaper, limits the stream).
   Back-to-back messages on one path queue behind each other's occupancy (``replay``).
 
 A path no calibration of this topology holds is extrapolated (``Costs.extrapolated``) from calibrations of its
@@ -52,6 +66,8 @@ class Curve:
         self.logs = [math.log(s) for s in self.sizes]
         self.oneways = [r["oneway_us"] * 1e-6 for r in rows]
         self.bandwidths = [r["bandwidth_mbps"] * 1e6 for r in rows]  # bytes/s
+        both = [r.get("bibw_mbps") for r in rows]
+        self.bibws = [b * 1e6 for b in both] if all(isinstance(b, (int, float)) and b > 0 for b in both) else None
 
     def _at(self, values, size: float, logy: bool) -> float:
         if size <= self.sizes[0]:
@@ -80,6 +96,17 @@ class Curve:
         occupancy = min(max(size, 1.0) / self.bandwidth(size), self.oneway(size))
         return max(occupancy, max(size, 1.0) * 8.0 / self.rate_bps) if self.rate_bps else occupancy
 
+    def endpoint(self, size: float) -> float:
+        if self.bibws is None:
+            return 0.0
+        return min(max(size, 1.0) / self._at(self.bibws, max(size, 1.0), False), self.occupancy(size))
+
+
+def payload_share(curve: Curve, rate_bps: int) -> float:
+    """The share of a shaped uplink's rate its messages' payload gets: the measured streamed bandwidth (the largest
+    size's) over the rate, never above 1."""
+    return min(1.0, curve.bandwidths[-1] * 8.0 / rate_bps)
+
 
 class Rerated:
     """An uplink path at another rate (bits/s) and delay (us), from a measured uplink ``base`` at ``base_rate`` and,
@@ -89,16 +116,21 @@ class Rerated:
         self.base, self.floor = base, floor
         self.base_rate, self.rate = base_rate, rate
         self.shift = (delay_us - base_delay_us) * 1e-6
+        # the headers' share of the wire is the MTU's, whatever the rate: the measured uplink's
+        self.share = payload_share(base, base_rate)
 
     def oneway(self, size: float) -> float:
-        wire = size * 8.0 * (1.0 / self.rate - 1.0 / self.base_rate)
+        wire = size * 8.0 * (1.0 / self.rate - 1.0 / self.base_rate) / self.share
         floor = self.floor.oneway(size) if self.floor else 0.0
         return max(floor, self.base.oneway(size) + wire) + self.shift
 
     def occupancy(self, size: float) -> float:
-        wire = max(size, 1.0) * 8.0 / self.rate
+        wire = max(size, 1.0) * 8.0 / self.rate / self.share
         floor = self.floor.occupancy(size) if self.floor else 0.0
         return max(floor, wire)
+
+    def endpoint(self, size: float) -> float:  # the ends are one switch's, where measured: the rate is the wire's
+        return min((self.floor or self.base).endpoint(size), self.occupancy(size))
 
 
 class Shifted:
@@ -113,6 +145,9 @@ class Shifted:
 
     def occupancy(self, size: float) -> float:
         return self.base.occupancy(size)
+
+    def endpoint(self, size: float) -> float:
+        return self.base.endpoint(size)
 
 
 class Costs:
@@ -141,7 +176,9 @@ class Costs:
         128 KiB): a message that finds tokens crosses as over one switch, one that does not waits for them (the
         replay keeps each directed pair's bucket). Where one switch of the uplink's kind is calibrated its costs
         stand for the unshaped path, plus the uplink's extra hops (its 8 B one-way time over one switch's) and delay;
-        without one, the uplink's own measured costs stand, shaping included, and no bucket is kept."""
+        without one, the uplink's own measured costs stand, shaping included, and no bucket is kept. The bucket
+        holds payload bytes: the shaper's rate and burst times the share of the wire the payload gets
+        (``payload_share``)."""
         bucket = paths.shaper(path)
         switch = self._measured(f"switch/{path.backend}/{path.switch_kinds[0]}") if len(path.switch_kinds) == 1 \
             else None
@@ -154,9 +191,11 @@ class Costs:
         extra = max(0.0, uplink.oneway(8) - one.oneway(8)) if not isinstance(uplink, Rerated) \
             else max(0.0, uplink.base.oneway(8) - one.oneway(8)) + uplink.shift
         self.curves[path.key] = Shifted(one, extra)
-        self.buckets[path.key] = bucket
+        share = uplink.share if isinstance(uplink, Rerated) else payload_share(uplink, path.rate)
+        self.buckets[path.key] = (bucket[0] * share, int(bucket[1] * share))
         self.notes[path.key] = (f"{self.notes.get(path.key)}; streamed through the uplinks' token bucket "
-                                f"({units.format_rate(path.rate)}, burst {bucket[1] >> 10} KiB), one switch's costs "
+                                f"({units.format_rate(path.rate)}, burst {bucket[1] >> 10} KiB; payload "
+                                f"{share:.3f} of the wire, as streamed), one switch's costs "
                                 f"(measured on {record['calibration']['topology']}) +{extra * 1e6:.1f} us otherwise")
 
     # ---- finding each path ---------------------------------------------------------------
@@ -228,6 +267,12 @@ class Costs:
         key = self.path(src, dst).key
         curve = self.curves[key]
         return curve.oneway(nbytes), curve.occupancy(nbytes), key
+
+    def endpoint(self, src: int, dst: int, nbytes: int) -> float:
+        """Seconds a message of ``nbytes`` from ``src`` to ``dst`` keeps each of its ends busy (``Curve.endpoint``)."""
+        if src == dst:
+            return 0.0
+        return self.curves[self.path(src, dst).key].endpoint(nbytes)
 
     def worst(self, members: tuple[int, ...]) -> paths.Path | None:
         """The slowest path (one-way time of 8 bytes) between any two ``members``; None for one member."""

@@ -6,8 +6,12 @@ trace says it waits for:
 
 - a send posts its messages at the call's entry. A message starts when its path is free (messages on one
   directed pair of ranks queue behind each other's occupancy) and, on an uplink shaped by a token bucket, when
-  the bucket holds its bytes (``model.Costs.buckets``); it arrives one one-way time later. A blocking
-  send returns when its message has left (start + occupancy); a nonblocking one completes then, at its Wait;
+  the bucket holds its bytes (``model.Costs.buckets``); it arrives one one-way time later. Each rank's end of
+  its paths (the CPU that copies messages and runs the stack) is busy ``endpoint(s)`` per message it sends or
+  receives, filling the end's free time from the message's start: a message has left no sooner than both its ends
+  are done with it, and arrives as much later (two 1 MiB messages crossing at once between two emulated VMs
+  take twice one's time). A blocking send returns when its message has left (start + occupancy, or its ends'
+  turns); a nonblocking one completes then, at its Wait;
 - a receive completes when its message arrived: a blocking one at max(its entry, the arrival); a nonblocking
   one at its Wait: max(the Wait's entry, the arrival). Messages match as MPI matches them: the k-th receive
   of rank b from rank a with tag t takes the k-th message a sent b with tag t (a receive from any source is
@@ -20,6 +24,7 @@ The program ends on each rank at its last call's exit plus the time it then comp
 replay's elapsed time is the latest rank's. What the replay does not model is in docs/predict.md.
 """
 
+import bisect
 from collections import defaultdict, namedtuple
 
 from vnetbench.core.errors import UsageError
@@ -52,6 +57,53 @@ class Stats:
                 "compute_s_per_rank": self.compute_s / max(ranks, 1)}
 
 
+class _Ends:
+    """One rank's end of its paths: the stretches it is busy with messages. A message's work at an end fills the
+    end's free time from the message's start, in as many pieces as it takes (an end interleaves what it carries,
+    packet by packet: ``book``)."""
+
+    __slots__ = ("busy",)
+
+    def __init__(self):
+        self.busy: list[list[float]] = []  # sorted, disjoint, merged [begin, end]
+
+    def book(self, start: float, length: float) -> float:
+        """Fill ``length`` seconds of free time from ``start``; when the last piece ends."""
+        i = bisect.bisect_right(self.busy, [start, float("inf")]) - 1
+        t, left = start, length
+        if i >= 0 and self.busy[i][1] > t:
+            t = self.busy[i][1]
+        i += 1
+        while True:
+            nxt = self.busy[i][0] if i < len(self.busy) else float("inf")
+            if nxt - t >= left:
+                self.busy.insert(i, [t, t + left])
+                end = t + left
+                break
+            if nxt > t:
+                self.busy.insert(i, [t, nxt])
+                i += 1
+                left -= nxt - t
+            t = self.busy[i][1]
+            i += 1
+        self._merge()
+        return end
+
+    def _merge(self) -> None:
+        merged: list[list[float]] = []
+        for begin, end in self.busy:
+            if merged and begin <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([begin, end])
+        self.busy = merged
+
+    def forget(self, before: float) -> None:
+        """Drop what ended before ``before`` (no message starts earlier any more)."""
+        if len(self.busy) > 64:
+            self.busy = [iv for iv in self.busy if iv[1] >= before]
+
+
 class _Message:
     __slots__ = ("nbytes", "start", "left", "arrival", "path")
 
@@ -82,6 +134,7 @@ class Replay:
         self.claimed: dict[tuple, int] = defaultdict(int)  # (src, dst, tag) -> receives matched so far
         self.link_free: dict[tuple, float] = defaultdict(float)  # (src, dst) -> when its path is free
         self.bucket: dict[tuple, tuple[float, float]] = {}  # (src, dst) -> (tokens, when) of a shaped uplink
+        self.ends = [_Ends() for _ in events]  # rank -> its end of its paths
         self.requests: list[dict] = [{} for _ in events]  # rank -> req -> ["send", msg] | ["recv", claim]
         self.collectives: dict[tuple, dict] = {}  # (members, sequence) -> {rank: entry}
         self.sequence: list[dict] = [defaultdict(int) for _ in events]  # rank -> members -> collectives entered
@@ -129,6 +182,10 @@ class Replay:
         stat["bytes"] += sum(s[1] for s in ev.sends) + (ev.nbytes if ev.comm else 0)
         stat["seconds"] += done - call.entry
         self.clock[rank] = done
+        if rank == 0:
+            horizon = min(self.clock)
+            for ends in self.ends:
+                ends.forget(horizon)
         self.next[rank] += 1
         self.call[rank] = None
         return True
@@ -141,7 +198,11 @@ class Replay:
             start = max(call.entry, self.link_free[(rank, peer)])
             if key in buckets:  # a shaped uplink: the message waits for the tokens it lacks
                 start += self._tokens(rank, peer, nbytes, start, *buckets[key])
-            msg = _Message(nbytes, start, start + occupancy, start + oneway, key)
+            left = start + occupancy
+            busy = self.costs.endpoint(rank, peer, nbytes) if hasattr(self.costs, "endpoint") else 0.0
+            if busy > 0.0:
+                left = max(left, self.ends[rank].book(start, busy), self.ends[peer].book(start, busy))
+            msg = _Message(nbytes, start, left, start + oneway + (left - start - occupancy), key)
             self.link_free[(rank, peer)] = msg.left
             self.sent[(rank, peer, tag)].append(msg)
             path = self.stats.paths[key]

@@ -56,6 +56,7 @@ def calibrated_uplink(store) -> float:
     assert [row["bytes"] for row in uplink["sizes"]] == [8 << i for i in range(18)]  # 8 B to 1 MiB
     assert uplink["rate_bps"] == 10**9 and uplink["pair"] == [0, 1]
     assert all(row["oneway_us"] > 0 for row in uplink["sizes"])
+    assert all(row["bibw_mbps"] > 0 for row in uplink["sizes"])  # both directions at once (pingpong --bidirectional)
     assert cal["allreduce"]["2"]["path"] == "uplink/netns/bridge/1gbit" and len(cal["allreduce"]["2"]["sizes"]) == 18
     # tied to the spec: fresh for 2vm-2vswitch as it is, stale for the same name with another uplink rate
     topology = topologies.load("2vm-2vswitch")

@@ -128,13 +128,15 @@ def test_an_uplink_of_another_rate_is_extrapolated_from_a_measured_one(tmp_path)
     wire_1g, wire_10g = (1 << 20) * 8 / 1e9, (1 << 20) * 8 / 1e10
     assert key == "uplink/netns/bridge/10gbit"
     # emulated here, a 10 Gbit/s uplink is one switch plus the uplink's extra 5 us (its 8 B time over one switch's)
-    # behind a token bucket of 10 Gbit/s and a 2.5 MB burst (2 ms at the rate)
-    assert costs_.buckets[key] == (1.25e9, 2_500_000)
+    # behind a token bucket of 10 Gbit/s and a 2.5 MB burst (2 ms at the rate), of which the payload gets the share
+    # the measured 1 Gbit/s uplink streamed: 118 MB/s of 125
+    share = 118e6 / 125e6
+    assert costs_.buckets[key] == (pytest.approx(1.25e9 * share), int(2_500_000 * share))
     assert oneway == pytest.approx(model.Curve(switch["sizes"]).oneway(1 << 20) + 5e-6)
     assert occupancy == pytest.approx(min((1 << 20) / 1500e6, 800e-6))
     rerated = model.Rerated(model.Curve(uplink["sizes"]), 10**9, 0, 10**10, 0, model.Curve(switch["sizes"]))
-    assert rerated.oneway(1 << 20) == pytest.approx(max(800e-6, 9000e-6 - wire_1g + wire_10g))
-    assert rerated.occupancy(1 << 20) == pytest.approx(max((1 << 20) / 1500e6, wire_10g))
+    assert rerated.oneway(1 << 20) == pytest.approx(max(800e-6, 9000e-6 + (wire_10g - wire_1g) / share))
+    assert rerated.occupancy(1 << 20) == pytest.approx(max((1 << 20) / 1500e6, wire_10g / share))
     # no allreduce table at this path: ceil(log2 2) = 1 exchange of the worst path
     assert costs_.allreduce((0, 1), 8) == pytest.approx(sum(costs_.p2p(0, 1, 8)[:2]))
 
@@ -172,12 +174,75 @@ def test_a_shaped_uplink_passes_its_burst_then_waits_for_tokens():
     own = calibration("2vm-2vswitch", {"uplink/netns/bridge/1gbit": {"sizes": uplink, "rate_bps": 10**9}}, {})
     switch = calibration("2vm-1vswitch", {"switch/netns/bridge": {"sizes": flat}}, {})
     costs_ = model.Costs(paths.load_topology("2vm-2vswitch"), 2, own, [switch])
-    assert costs_.buckets["uplink/netns/bridge/1gbit"] == (125e6, 250_000)
+    # the bucket counts the wire's bytes, headers too; messages are payload: it holds what the uplink streamed
+    # (118 MB/s of 125, a 236,000 B burst)
+    assert costs_.buckets["uplink/netns/bridge/1gbit"] == (pytest.approx(118e6), 236_000)
     r0 = [Event("MPI_Isend", 0.0, 0.0, sends=((1, 100_000, 0, i),)) for i in range(3)]
     r0.append(Event("MPI_Waitall", 0.0, 0.0, completes=tuple((i, -1, 0) for i in range(3))))
     r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 100_000, 0, -1),)) for _ in range(3)]
     _, ends, _ = replay.Replay([r0, r1], [0.0, 0.0], costs_).run()
-    # the first two pass on the burst (250,000 B), 10 us apart; the third finds 52,500 B of tokens at 20 us and
-    # waits 47,500 B / 125 MB/s = 380 us for the rest: it leaves at 400 us, is off the path at 410 us, arrives at 415
-    assert ends[0] == pytest.approx(410e-6)
-    assert ends[1] == pytest.approx(415e-6)
+    # the first two pass on the burst, 10 us apart; the third finds 36,000 B + 20 us of refill (2,360 B) at 20 us and
+    # waits 61,640 B / 118 MB/s = 522.4 us for the rest: it leaves at 542.4 us, is off the path 10 us later,
+    # arrives 5 us after that
+    wait = (100_000 - (36_000 + 20e-6 * 118e6)) / 118e6
+    assert ends[0] == pytest.approx(20e-6 + wait + 10e-6)
+    assert ends[1] == pytest.approx(20e-6 + wait + 15e-6)
+
+
+def test_a_shaper_gives_the_payload_what_the_headers_leave():
+    # a stream of 1 MiB messages through a 1 Gbit/s tbf measured 119.4 MB/s: 1448 payload bytes in each 1514-byte
+    # frame at a 1500-byte MTU (IP and TCP headers with timestamps: 52 B; Ethernet: 14 B)
+    curve = model.Curve([{"bytes": 8, "oneway_us": 15.0, "bandwidth_mbps": 1.0},
+                         {"bytes": 1 << 20, "oneway_us": 9000.0, "bandwidth_mbps": 119.4}], rate_bps=10**9)
+    assert model.payload_share(curve, 10**9) == pytest.approx(1448 / 1514, rel=2e-3)
+    # a path slower than its shaper (its CPU cost limits it) streams what it measured; never above the rate
+    assert model.payload_share(curve, 2 * 10**9) == pytest.approx(119.4e6 * 8 / 2e9)
+    assert model.payload_share(curve, 10**8) == 1.0
+
+
+def _ends_costs(bibw_mbps):
+    # one switch: 10 us one way at 8 B, 1 MB/s streamed (1,000 B occupy the path 1 ms); both ranks at once carry
+    # bibw_mbps together
+    rows = [{"bytes": 8, "oneway_us": 10.0, "bandwidth_mbps": 1.0, "bibw_mbps": bibw_mbps},
+            {"bytes": 1 << 20, "oneway_us": 10.0 + 1e6 * (1 << 20) / 1e6, "bandwidth_mbps": 1.0,
+             "bibw_mbps": bibw_mbps}]
+    own = calibration("2vm-1vswitch", {"switch/netns/bridge": {"sizes": rows}}, {})
+    return model.Costs(paths.load_topology("2vm-1vswitch"), 2, own, [])
+
+
+def _exchange(costs_, nbytes=1000):
+    both = [[Event("MPI_Irecv", 0.0, 0.0, recvs=((1 - r, nbytes, 0, 0),)),
+             Event("MPI_Isend", 0.0, 0.0, sends=((1 - r, nbytes, 0, 1),)),
+             Event("MPI_Waitall", 0.0, 0.0, completes=((0, 1 - r, nbytes), (1, -1, nbytes)))] for r in (0, 1)]
+    return replay.Replay(both, [0.0, 0.0], costs_).run()[1]
+
+
+def test_messages_crossing_at_once_take_turns_at_ends_their_cpu_limits():
+    # the ends carry 1 MB/s together (both directions' bytes): as much as one direction streams, so each end copies
+    # one message at a time - a 1,000 B exchange takes two messages' time; one way streams as measured
+    cpu_bound = _ends_costs(1.0)
+    assert cpu_bound.endpoint(0, 1, 1000) == pytest.approx(1e-3)
+    oneway = cpu_bound.p2p(0, 1, 1000)[0]
+    assert max(_exchange(cpu_bound)) == pytest.approx(oneway + 1e-3)
+    r0 = [Event("MPI_Send", 0.0, 0.0, sends=((1, 1000, 0, -1),)) for _ in range(3)]
+    r1 = [Event("MPI_Recv", 0.0, 0.0, recvs=((0, 1000, 0, -1),)) for _ in range(3)]
+    _, ends, _ = replay.Replay([r0, r1], [0.0, 0.0], cpu_bound).run()
+    assert ends[1] == pytest.approx(2e-3 + oneway)  # three streamed: 1 ms apart, as without ends
+
+
+def test_a_full_duplex_path_carries_both_directions_at_once():
+    # both directions together twice one's bandwidth: the ends never bind, the exchange takes one message's time
+    duplex = _ends_costs(2.0)
+    assert duplex.endpoint(0, 1, 1000) == pytest.approx(0.5e-3)
+    assert max(_exchange(duplex)) == pytest.approx(duplex.p2p(0, 1, 1000)[0])
+    # a calibration without bidirectional bandwidth has no cost at the ends
+    assert model.Curve(FLAT).endpoint(1000) == 0.0
+
+
+def test_an_end_fills_its_free_time_in_pieces():
+    ends = replay._Ends()
+    assert ends.book(1.0, 1.0) == 2.0
+    assert ends.book(0.0, 0.5) == 0.5  # fits before
+    assert ends.book(0.0, 0.8) == pytest.approx(2.3)  # 0.5 before 1.0, the other 0.3 after 2.0
+    assert ends.book(0.0, 0.1) == pytest.approx(2.4)  # nothing free before 2.3 any more
+    assert ends.busy == [[0.0, 2.4]]
