@@ -316,7 +316,7 @@ def _bidirectional(comm, peer, sendbuf, recvbuf, size, window, iters, warm, MPI)
 # --- what report, compare and plots read (kernels/contract.py) ---------------------------
 
 SMOKE = ["--max-size", "4096", "--iterations", "100", "--large-iterations", "10", "--bw-iterations", "5",
-         "--window", "4", "--large-window", "2", "--bidirectional", "--validate"]
+         "--window", "4", "--bidirectional", "--validate"]
 
 
 def _latency_at(size):

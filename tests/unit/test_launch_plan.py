@@ -57,6 +57,13 @@ def test_kernel_options_parse_with_defaults():
     params = kernels.parse_params("pingpong", ["--max-size", "1024", "--validate"])
     assert params["max_size"] == 1024 and params["validate"] is True
     assert params["window"] == 64
+    # windows above 8 KiB apart from the small sizes' (calibrate: 64 small, 8 large): the buffer holds the larger
+    from vnetbench.kernels import pingpong
+
+    split = kernels.parse_params("pingpong", ["--max-size", "1048576", "--large-window", "8", "--bidirectional"])
+    assert split["bidirectional"] is True
+    assert [pingpong._window(split, s) for s in (8192, 16384)] == [64, 8]
+    assert pingpong._buffer_bytes(split) == 8 << 20
 
 
 @pytest.mark.parametrize("argv, phrase", [
@@ -64,6 +71,8 @@ def test_kernel_options_parse_with_defaults():
     (["--min-size", "64", "--max-size", "8"], "--min-size: 64 is larger than --max-size 8"),
     (["--window", "0"], "argument --window: 0 is out of range; allowed: 1 to 4096"),
     (["--iterations", "lots"], "argument --iterations: 'lots' is not a whole number"),
+    (["--max-size", "4194304", "--window", "8", "--large-window", "4096"],
+     "--window: 8 (--large-window 4096) x --max-size 4194304 bytes needs 16384 MiB per rank"),
     (["--frobnicate"], "--frobnicate: not an option of kernel pingpong"),
 ])
 def test_bad_kernel_options_name_the_option(argv, phrase):
