@@ -280,20 +280,14 @@ def _bandwidth(comm, rank, peer, sendbuf, recvbuf, ack, size, window, iters, war
     else:
         reqs = [comm.Recv_init([recvbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 2) for i in range(window)]
     ackspec = [ack, MPI.BYTE]
-    start = 0.0
-    for i in range(warm + iters):
-        if i == warm:
-            start = MPI.Wtime()
-        MPI.Prequest.Startall(reqs)
-        MPI.Request.Waitall(reqs)
+
+    def acknowledge():
         if rank == 0:
             comm.Recv(ackspec, peer, 3)
         else:
             comm.Send(ackspec, peer, 3)
-    elapsed = MPI.Wtime() - start
-    for req in reqs:
-        req.Free()
-    return elapsed
+
+    return _windows(reqs, iters, warm, MPI, acknowledge)
 
 
 def _bidirectional(comm, peer, sendbuf, recvbuf, size, window, iters, warm, MPI):
@@ -301,12 +295,20 @@ def _bidirectional(comm, peer, sendbuf, recvbuf, size, window, iters, warm, MPI)
     then wait for all), from this rank's clock."""
     reqs = [comm.Recv_init([recvbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 4) for i in range(window)]
     reqs += [comm.Send_init([sendbuf[i * size:(i + 1) * size], MPI.BYTE], peer, 4) for i in range(window)]
+    return _windows(reqs, iters, warm, MPI)
+
+
+def _windows(reqs, iters, warm, MPI, after=None):
+    """Seconds for `iters` rounds of the persistent requests `reqs` (all started, all waited for, then `after`),
+    timed after `warm` untimed rounds; the requests are freed."""
     start = 0.0
     for i in range(warm + iters):
         if i == warm:
             start = MPI.Wtime()
         MPI.Prequest.Startall(reqs)
         MPI.Request.Waitall(reqs)
+        if after is not None:
+            after()
     elapsed = MPI.Wtime() - start
     for req in reqs:
         req.Free()

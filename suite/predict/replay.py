@@ -124,7 +124,7 @@ class _Call:
 class Replay:
     """``Replay(events, elapsed, costs).run() -> (elapsed_s, per-rank end times, Stats)``; ``events[r]`` is rank r's
     event list in time order (``Event``), ``elapsed[r]`` its measured MPI_Init-to-MPI_Finalize seconds; ``costs``
-    a ``model.Costs`` (``p2p``, ``collective``, ``worst``)."""
+    a ``model.Costs`` (``p2p``, ``endpoint``, ``buckets``, ``collective``, ``worst``)."""
 
     def __init__(self, events: list[list], elapsed: list[float], costs):
         self.events, self.elapsed, self.costs = events, elapsed, costs
@@ -192,14 +192,14 @@ class Replay:
 
     def _post(self, rank: int, ev, call: _Call) -> None:
         """The call's messages leave, its receives and requests are noted, its collective entered."""
-        buckets = getattr(self.costs, "buckets", {})
+        buckets = self.costs.buckets
         for peer, nbytes, tag, req in ev.sends:
             oneway, occupancy, key = self.costs.p2p(rank, peer, nbytes)
             start = max(call.entry, self.link_free[(rank, peer)])
             if key in buckets:  # a shaped uplink: the message waits for the tokens it lacks
                 start += self._tokens(rank, peer, nbytes, start, *buckets[key])
             left = start + occupancy
-            busy = self.costs.endpoint(rank, peer, nbytes) if hasattr(self.costs, "endpoint") else 0.0
+            busy = self.costs.endpoint(rank, peer, nbytes)
             if busy > 0.0:
                 left = max(left, self.ends[rank].book(start, busy), self.ends[peer].book(start, busy))
             msg = _Message(nbytes, start, left, start + oneway + (left - start - occupancy), key)
