@@ -6,10 +6,15 @@ A leaf module (it imports only ``errors`` and ``procs``): the runtime and the ba
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from . import procs
 from .errors import LaunchError
+
+T = TypeVar("T")
+ATTEMPTS = 100  # made_in's
 
 
 # the job directory vnetbench made for a run, as every process of the job sees it (engine.jobs makes it; the ranks
@@ -40,12 +45,28 @@ def private_dir(path: Path) -> None:
         raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
 
 
+def made_in(folders: tuple[Path, ...], make: Callable[[], T] = lambda: None) -> T:
+    """``make()`` once each of ``folders`` (each the parent of the next) is a private directory of ours. Another
+    vnetbench ending its job or run removes these folders when they are empty (``remove_dir``, ``jobs.end``), and
+    may do so between this one's making them and ``make``'s using them: all are made again then (each time
+    another vnetbench ended a run meanwhile: one that ends runs back to back can take several turns)."""
+    for attempt in range(ATTEMPTS):
+        try:
+            for folder in folders:
+                private_dir(folder)
+            return make()
+        except FileNotFoundError:
+            if attempt == ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def cache_dir(make: bool = True) -> Path:
     """vnetbench's cache in the state root (hidden: the root's visible entries are topologies and jobs); with
     ``make``, both made private folders of this user's when missing (LaunchError when either is not)."""
     cache = state_root() / ".cache"
-    for folder in (cache.parent, cache) if make else ():
-        private_dir(folder)
+    if make:
+        made_in((cache.parent, cache))
     return cache
 
 
@@ -55,8 +76,8 @@ def make_dir(kind: str) -> Path:
     import tempfile
 
     root = state_root()
-    private_dir(root)
-    return Path(tempfile.mkdtemp(prefix=f"{kind}-{os.getpid()}-{procs.start_time(os.getpid())}-", dir=root))
+    prefix = f"{kind}-{os.getpid()}-{procs.start_time(os.getpid())}-"
+    return made_in((root,), lambda: Path(tempfile.mkdtemp(prefix=prefix, dir=root)))
 
 
 def remove_dir(path: Path) -> None:

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import LaunchError
-from .rundir import cache_dir, private_dir
+from .rundir import cache_dir, made_in
 
 COMPILE_TIMEOUT = 120
 
@@ -31,8 +31,7 @@ def compile_cached(source_path: Path, stem: str, what: str, *, cc: str = "cc", c
     if compiler is None:
         return None, f"no C compiler ({cc}) on PATH to build {what}"
     try:
-        for folder in (cache.parent, cache):
-            private_dir(folder)
+        made_in((cache.parent, cache))
     except (OSError, LaunchError) as exc:
         return None, f"cannot create {cache}: {exc}"
     temp = None

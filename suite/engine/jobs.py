@@ -32,7 +32,7 @@ from pathlib import Path
 
 from vnetbench.core import procs
 from vnetbench.core.procs import start_time as _start_time
-from vnetbench.core.rundir import private_dir as _private_dir
+from vnetbench.core.rundir import made_in
 from vnetbench.core.rundir import JOB_ENV as ENV  # its home: every process of a job reads it
 from vnetbench.core.rundir import state_root
 
@@ -72,16 +72,7 @@ class Job:
 
     def __enter__(self):
         sweep_orphans()
-        root = state_root()
-        for attempt in range(5):
-            for folder in (root, root / "jobs"):
-                _private_dir(folder)
-            try:
-                self.path.mkdir()
-                break
-            except FileNotFoundError:  # another vnetbench removed the empty parents meanwhile
-                if attempt == 4:
-                    raise
+        made_in((state_root(), self.path.parent), self.path.mkdir)
         (self.path / "tmp").mkdir()
         (self.path / "ranks").mkdir()
         self.segments = _segment_dir(self.path)
