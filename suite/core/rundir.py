@@ -8,12 +8,10 @@ import shutil
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from . import procs
 from .errors import LaunchError
 
-T = TypeVar("T")
 ATTEMPTS = 100  # made_in's
 
 
@@ -45,7 +43,7 @@ def private_dir(path: Path) -> None:
         raise LaunchError(f"{path} is not a private directory of this user; remove it or fix its owner and mode")
 
 
-def made_in(folders: tuple[Path, ...], make: Callable[[], T] = lambda: None) -> T:
+def made_in(folders: tuple[Path, ...], make: Callable[[], object] = lambda: None):
     """``make()`` once each of ``folders`` (each the parent of the next) is a private directory of ours. Another
     vnetbench ending its job or run removes these folders when they are empty (``remove_dir``, ``jobs.end``), and
     may do so between this one's making them and ``make``'s using them: all are made again then (each time
