@@ -48,15 +48,16 @@ def made_in(folders: tuple[Path, ...], make: Callable[[], object] = lambda: None
     vnetbench ending its job or run removes these folders when they are empty (``remove_dir``, ``jobs.end``), and
     may do so between this one's making them and ``make``'s using them: all are made again then (each time
     another vnetbench ended a run meanwhile: one that ends runs back to back can take several turns)."""
-    for attempt in range(ATTEMPTS):
+    turns = ATTEMPTS
+    while True:
         try:
             for folder in folders:
                 private_dir(folder)
             return make()
         except FileNotFoundError:
-            if attempt == ATTEMPTS - 1:
+            turns -= 1
+            if not turns:
                 raise
-    raise AssertionError("unreachable")
 
 
 def cache_dir(make: bool = True) -> Path:
