@@ -181,12 +181,15 @@ def handle_cleanup(args) -> int:
     for name in topologies.names():
         backend = topologies.backend(name)
         removed += backend.cleanup(everything=args.all or args.force, force=args.force)
-        kept += [row for row in backend.status() if row.get("held_by")]
+        kept += [row for row in backend.status() if row.get("held_by") or row.get("unreadable")]
     for item in removed:
         print(f"removed {item}")
     for row in kept:
-        print(f"kept topology {row['name']} ({row['id']}): {held_phrase(row['held_by'])}; 'vnetbench topology "
-              f"cleanup --force' takes it down, and that run fails")
+        if row.get("unreadable"):
+            print(f"kept topology {row['name']} ({row['id']}): {row['state']}")
+        else:
+            print(f"kept topology {row['name']} ({row['id']}): {held_phrase(row['held_by'])}; 'vnetbench topology "
+                  f"cleanup --force' takes it down, and that run fails")
     if not removed and not kept:
         print("nothing to clean up")
     return 0

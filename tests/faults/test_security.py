@@ -334,6 +334,30 @@ def test_down_and_cleanup_refuse_a_state_that_names_what_vnetbench_does_not_make
     assert os.path.exists(vms.path)  # still up: the fixture puts the state back and takes it down
 
 
+@requires_netns
+def test_a_state_another_version_wrote_is_shown_kept_and_refused_in_one_line(vms, tmp_path):
+    """A topology another vnetbench version brought up (its state has a field this version does not know): status,
+    list and cleanup go on around it and keep it; down and a run on it refuse in one line; nothing of it goes."""
+    vms.tamper(lambda st: st["layout"]["switches"][0].update(flavour="of-a-newer-vnetbench"))
+    name, netns = vms.state["name"], vms.vm["netns"]
+    status = vnetbench("topology", "status", "--json", check=0)
+    table = vnetbench("topology", "status", check=0)
+    vnetbench("topology", "list", check=0)  # the presets, and which are up: it read every state
+    cleanup = vnetbench("topology", "cleanup", "--all", check=0)
+    down = vnetbench("topology", "down", name, check=2)
+    run = vnetbench("run", "pingpong", "--topology", tmp_path / "agent.yaml", "--ranks", "2", "--store",
+                    tmp_path / "s.jsonl", check=2)
+    row = next(row for row in json.loads(status.stdout) if row["name"] == name)
+    assert "flavour" in row["unreadable"] and "another vnetbench" in row["state"]
+    assert any(line.startswith(name) and "another vnetbench" in line for line in table.stdout.splitlines())
+    assert f"kept topology {name}" in cleanup.stdout and "removed" not in cleanup.stdout
+    for proc in (down, run):
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "another version of vnetbench" in proc.stderr and "flavour" in proc.stderr
+    assert os.path.exists(f"/run/netns/{netns}") and os.path.exists(vms.path)
+    assert not (tmp_path / "s.jsonl").exists()  # nothing started
+
+
 # ---- 2. no shell in the source ------------------------------------------------------------
 
 SHELL_CALLS = {("os", "system"), ("os", "popen"), ("subprocess", "getoutput"), ("subprocess", "getstatusoutput"),

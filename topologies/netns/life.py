@@ -158,7 +158,7 @@ def orphans(known_ids: set[str]) -> list[str]:
 
 KIND = lifecycle.Kind(backend=BACKEND, require=_require, preflight=preflight, layout=_layout,
                       create=create, teardown=teardown, missing=missing, orphans=orphans, fields=_fields,
-                      unlabelled=True)
+                      read=lambda st: plan.Layout.from_dict(st["layout"]), unlabelled=True)
 
 
 # ---- what the backend and its callers use ------------------------------------------------------

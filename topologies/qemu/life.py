@@ -132,4 +132,5 @@ def orphans(known_ids: set[str]) -> list[str]:
 
 
 KIND = lifecycle.Kind(backend=BACKEND, require=_require, preflight=preflight, layout=_layout, create=create,
-                      teardown=teardown, missing=missing, orphans=orphans, fields=_fields)
+                      teardown=teardown, missing=missing, orphans=orphans, fields=_fields,
+                      read=lambda st: plan.Layout.from_dict(st["layout"]))

@@ -38,6 +38,7 @@ class Kind:
     missing: Callable[[dict], list[str]]  # what st names that is gone (damaged)
     orphans: Callable[[set[str]], list[str]]  # remove objects of no topology in the ids; phrases removed
     fields: Callable[[object, dict], dict] = lambda topology, layout: {}  # more fields for a new state
+    read: Callable[[dict], object] = lambda st: None  # st's layout as the backend's plan (raises on one it cannot)
     unlabelled: bool = False  # the states that name no backend (written before states did) are this one's
 
 
@@ -48,6 +49,29 @@ def states(kind: Kind) -> list[dict]:
 
 def _mine(kind: Kind, st: dict) -> bool:
     return st.get("backend", kind.backend if kind.unlabelled else None) == kind.backend
+
+
+# what every state has (lifecycle's own fields)
+STATE_FIELDS = ("id", "name", "source", "created", "complete", "layout")
+
+
+def unreadable(kind: Kind, st: dict) -> str | None:
+    """Why this vnetbench cannot read a state of its backend (None when it can): one written by another version of
+    vnetbench, with fields this one does not know or lacks. Its topology is left to that version: ``status``
+    shows it, ``cleanup`` keeps it and its objects, ``down`` and a bring-up under its id refuse it."""
+    lacking = [name for name in STATE_FIELDS if name not in st]
+    if lacking:
+        return f"no {', '.join(lacking)}"
+    try:
+        kind.read(st)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _other_version(st: dict, why: str) -> str:
+    return (f"topology {st.get('name', '?')!r} ({st.get('id', '?')}) has a state file this vnetbench cannot read "
+            f"({why}): another version of vnetbench brought it up; take it down with that version")
 
 
 # ---- up -------------------------------------------------------------------------------------
@@ -63,6 +87,9 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
     with state.locked():
         current = state.read(topology.id)
         if current is not None:
+            why = unreadable(kind, current) if _mine(kind, current) else None
+            if why:
+                raise UsageError(_other_version(current, why))
             if current["name"] != topology.name:
                 raise UsageError(f"topology {topology.name!r} shares its id {topology.id} with {current['name']!r}, "
                                  f"which is up; rename one of them")
@@ -70,7 +97,7 @@ def bring_up(kind: Kind, topology, persistent: bool = True, host=None,
                 print(f"vnetbench: topology {current['name']} ({current['id']}) was {stale_reason(current)}; "
                       f"removing it and bringing it up afresh", file=sys.stderr)
                 kind.teardown(current)
-            elif current["spec_hash"] != topology.spec_hash() or not _mine(kind, current):
+            elif current.get("spec_hash") != topology.spec_hash() or not _mine(kind, current):
                 raise UsageError(f"a different topology named {topology.name!r} is up (from {current['source']}); "
                                  f"take it down first: vnetbench topology down {topology.name}")
             elif current.get("owner") and not state.is_mine(current):
@@ -111,8 +138,8 @@ def is_up(kind: Kind, topology) -> bool:
     ``bring_up`` attaches to rather than makes)? A read without the lock: a preflight asks it to spare checks that
     only a bring-up needs; ``bring_up`` decides again under the lock."""
     current = state.read(topology.id)
-    return (current is not None and _mine(kind, current) and current.get("complete")
-            and current["name"] == topology.name and current["spec_hash"] == topology.spec_hash()
+    return (current is not None and _mine(kind, current) and not unreadable(kind, current) and current.get("complete")
+            and current["name"] == topology.name and current.get("spec_hash") == topology.spec_hash()
             and not state.stale(current) and not kind.missing(current))
 
 
@@ -139,6 +166,9 @@ def down(kind: Kind, topology_id: str) -> dict | None:
         st = state.read(topology_id)
         if st is None or not _mine(kind, st):
             return None
+        why = unreadable(kind, st)
+        if why:
+            raise UsageError(_other_version(st, why))
         kind.teardown(st)
         return st
 
@@ -147,7 +177,7 @@ def take_down(kind: Kind, ref: str, topology=None) -> dict | None:
     """``topology down REF``: the topology up under the name or file ``ref`` (else ``topology``, REF loaded),
     taken down; its state, or None when it is not up. One a live run owns is refused: that run takes it
     down when it ends."""
-    found = [st for st in states(kind) if ref in (st["name"], st["source"])]
+    found = [st for st in states(kind) if ref in (st.get("name"), st.get("source"))]
     if found:
         current = found[0]
     elif topology is not None:
@@ -188,6 +218,13 @@ def status(kind: Kind, describe: Callable[[dict], dict]) -> list[dict]:
     it is stale or damaged, and ``state``, all of that in a phrase."""
     rows = []
     for st in states(kind):
+        why = unreadable(kind, st)
+        if why:
+            rows.append({"id": st.get("id"), "name": st.get("name", "?"), "backend": kind.backend,
+                         "age_s": max(0.0, time.time() - st["created"])
+                         if isinstance(st.get("created"), (int, float)) else 0.0, "unreadable": why, "held_by": [],
+                         "state": f"another vnetbench's (its state file: {why}); that version takes it down"})
+            continue
         owner = st.get("owner")
         stale = state.stale(st)
         row = {**describe(st), "name": st["name"], "source": st["source"], "complete": st["complete"],
@@ -230,7 +267,9 @@ def cleanup(kind: Kind, everything: bool = False, force: bool = False) -> list[s
         for st in state.all_states():
             foreign = state.foreign_names(st) if _mine(kind, st) else []
             held = state.holders(st) if _mine(kind, st) else []
-            if foreign:
+            if _mine(kind, st) and not foreign and unreadable(kind, st):
+                known_ids.add(st["id"])  # another version's: it, and its objects, are that version's to remove
+            elif foreign:
                 known_ids.add(st["id"])  # its objects are left alone too
                 refused.append(f"{state.directory(st['id'])}/state.json names what vnetbench does not make "
                                f"({', '.join(foreign[:4])})")
