@@ -213,6 +213,15 @@ def pme_problem(cells: int, cutoff: float, steps: int, fft: str = "r2c") -> dict
             "alpha": physics.ewald_alpha(cutoff, 1e-5), "fft": fft}
 
 
+def pme_vars(p: dict, steps: int | None = None) -> list[str]:
+    """LAMMPS's ``-var`` arguments for ``IN_PME`` on ``pme_problem`` ``p`` (md's grid, order and splitting;
+    ``steps`` instead of the problem's)."""
+    gx, gy, gz = p["grid"]
+    values = {"c": p["cells"], "rc": p["cutoff"], "n": p["steps"] if steps is None else steps, "gx": gx, "gy": gy,
+              "gz": gz, "order": p["order"], "g": repr(p["alpha"])}
+    return [arg for name, value in values.items() for arg in ("-var", name, str(value))]
+
+
 def run_md_pme(topology: str, ranks: int, p: dict, store: Path, mpi: str, timeout: float = 1800) -> dict:
     """One `vnetbench run md --electrostatics pme` of ``pme_problem`` ``p``: its speed, loop seconds, phases, step-0
     Coulomb energy per atom."""
@@ -234,11 +243,8 @@ def run_md_pme(topology: str, ranks: int, p: dict, store: Path, mpi: str, timeou
 
 def run_lammps_pme(topology: str, ranks: int, p: dict, infile: Path, mpi: str, timeout: float = 1800) -> dict:
     """One LAMMPS run of ``IN_PME`` through `vnetbench exec`: as ``run_md_pme``, and its timing breakdown."""
-    gx, gy, gz = p["grid"]
     argv = [vnetbench(), "exec", "--topology", topology, "--ranks", str(ranks), "--timeout", str(int(timeout)),
-            "--mpi", mpi, "--", lammps(), "-in", str(infile), "-var", "c", str(p["cells"]), "-var", "rc",
-            str(p["cutoff"]), "-var", "n", str(p["steps"]), "-var", "gx", str(gx), "-var", "gy", str(gy),
-            "-var", "gz", str(gz), "-var", "order", str(p["order"]), "-var", "g", repr(p["alpha"]), "-log", "none"]
+            "--mpi", mpi, "--", lammps(), "-in", str(infile), *pme_vars(p), "-log", "none"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, cwd=infile.parent)
     found, thermo = LOOP.search(done.stdout), PME_THERMO.search(done.stdout)
     if done.returncode != 0 or not found or not thermo:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import (IN_PME, LOOP, BenchError, lammps, pme_problem, retried, run_md_pme, same_mpi,  # noqa: E402
-                       scratch, vnetbench)
+from md_common import (IN_PME, LOOP, BenchError, lammps, pme_problem, pme_vars, retried, run_md_pme,  # noqa: E402
+                       same_mpi, scratch, vnetbench)
 from md_fidelity import PHYSICS_PME, standing  # noqa: E402
 
 # the same pairs, charges and ghosts as IN_PME, and no mesh: the Coulomb sum cut at the cutoff
@@ -72,11 +72,8 @@ def first_netns(spec: str) -> str:
 
 
 def run_lammps(spec: str, p: dict, infile: Path, diff: str, mpi: str, steps: int) -> dict:
-    gx, gy, gz = p["grid"]
     argv = [vnetbench(), "exec", "--topology", spec, "--ranks", "2", "--timeout", "900", "--mpi", mpi, "--",
-            lammps(), "-in", str(infile), "-var", "c", str(p["cells"]), "-var", "rc", str(p["cutoff"]),
-            "-var", "n", str(steps), "-var", "gx", str(gx), "-var", "gy", str(gy), "-var", "gz", str(gz),
-            "-var", "order", str(p["order"]), "-var", "g", repr(p["alpha"]), "-var", "diff", diff, "-log", "none"]
+            lammps(), "-in", str(infile), *pme_vars(p, steps), "-var", "diff", diff, "-log", "none"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=930, cwd=infile.parent)
     found = LOOP.search(done.stdout)
     if done.returncode != 0 or not found or int(found[3]) != steps:

@@ -40,21 +40,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from md_common import (IN_LJ, IN_PME, LOOP, BenchError, lammps, loadavg, pme_problem, retried,  # noqa: E402
-                       same_mpi, scratch, vnetbench)
+from md_common import (IN_LJ, IN_PME, LOOP, BenchError, lammps, loadavg, pme_problem, pme_vars,  # noqa: E402
+                       retried, same_mpi, scratch, vnetbench)
 from perf.programs import others_busy_now, wait_for_quiet  # noqa: E402
 from perf.targets import median_interval  # noqa: E402
 
 GOAL_PP = 2.0
 TOPOLOGIES = ["native", "2vm-1vswitch", "2vm-2vswitch"]
-
-
-def _pppm_vars(cells: int, cutoff: float, steps: int) -> dict:
-    """LAMMPS's PPPM on the grid and splitting md derives for the problem (md_common.pme_problem)."""
-    p = pme_problem(cells, cutoff, steps, "c2c")
-    gx, gy, gz = p["grid"]
-    return {"c": cells, "rc": cutoff, "n": steps, "gx": gx, "gy": gy, "gz": gz, "order": p["order"],
-            "g": repr(p["alpha"])}
 
 
 # problems of about a second natively each (one run's noise a small share of its loop): 6 repetitions x 5 programs
@@ -118,7 +110,9 @@ def private_files(directory: Path) -> dict:
 
 def lammps_argv(p: dict, directory: Path) -> list[str]:
     out = [lammps(), "-in", str(directory / p["input"]), "-log", "none"]
-    for key, value in (p["vars"] or _pppm_vars(*p["pppm"])).items():
+    if p["vars"] is None:  # PPPM on the grid and splitting md derives for the problem
+        return out + pme_vars(pme_problem(*p["pppm"], "c2c"))
+    for key, value in p["vars"].items():
         out += ["-var", key, str(value)]
     return out
 
